@@ -1,0 +1,168 @@
+// Batmobile kernel library: shared device helpers.
+//
+// Public API (namespace batmobile::kernels):
+//   num_sh(L)                          (L+1)^2, components of a feature/SH vector with degrees 0..L
+//   PathSet / num_paths(L, all) / path_at(L, all, p)
+//                                      compile-time list of tensor-product paths (l1, l2, l3):
+//                                      all = false: natural-parity paths, l1+l2+l3 even (L=1: 4, L=2: 11, L=3: 23)
+//                                      all = true : every triangle-allowed path (L=3: 34), lexicographic order
+//   path_alpha(L, all, p)              alpha_p = sqrt((2 l3 + 1) / n(l3, parity)) (docs/model.md; equals e3nn's
+//                                      "component"/"element" normalisation of a uvu tensor product)
+//   out_index(L, all, l3, l1 + l2)     output slot of the first component (m3 = -l3) of a path's output: natural
+//                                      parity outputs occupy [0, K), the other parity [K, 2K) (only when all)
+//   static_for<N>(f)                   calls f(std::integral_constant<int, I>) for I = 0..N-1 (unrolled)
+//   envelope(d, rc, &du)               polynomial envelope p = 6 and its derivative
+//   bessel(n, d, rc, &dB)              B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d and its derivative
+//   silu(x, &ds)
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace batmobile {
+namespace kernels {
+
+KOKKOS_INLINE_FUNCTION constexpr int num_sh(int L) { return (L + 1) * (L + 1); }
+
+struct PathLs {
+  int l1, l2, l3;
+};
+
+KOKKOS_INLINE_FUNCTION constexpr bool path_allowed(int l1, int l2, int l3, bool all) {
+  return (l1 - l2 <= l3 && l2 - l1 <= l3 && l3 <= l1 + l2) && (all || (l1 + l2 + l3) % 2 == 0);
+}
+
+KOKKOS_INLINE_FUNCTION constexpr int num_paths(int L, bool all) {
+  int n = 0;
+  for (int a = 0; a <= L; ++a)
+    for (int b = 0; b <= L; ++b)
+      for (int c = 0; c <= L; ++c) n += path_allowed(a, b, c, all) ? 1 : 0;
+  return n;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr PathLs path_at(int L, bool all, int p) {
+  int n = 0;
+  for (int a = 0; a <= L; ++a)
+    for (int b = 0; b <= L; ++b)
+      for (int c = 0; c <= L; ++c)
+        if (path_allowed(a, b, c, all)) {
+          if (n == p) return PathLs{a, b, c};
+          ++n;
+        }
+  return PathLs{-1, -1, -1};
+}
+
+// Number of paths of the set that write the same output irrep (l3, parity of l1 + l2).
+KOKKOS_INLINE_FUNCTION constexpr int paths_into(int L, bool all, int l3, int parity12) {
+  int n = 0;
+  for (int a = 0; a <= L; ++a)
+    for (int b = 0; b <= L; ++b)
+      if (path_allowed(a, b, l3, all) && (a + b) % 2 == parity12 % 2) ++n;
+  return n;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr double constexpr_sqrt(double x) {
+  // Newton iteration, only used at compile time for path factors.
+  double r = x > 1 ? x : 1.0;
+  for (int i = 0; i < 60; ++i) r = 0.5 * (r + x / r);
+  return r;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr double path_alpha(int L, bool all, int p) {
+  const PathLs q = path_at(L, all, p);
+  return constexpr_sqrt(double(2 * q.l3 + 1) / double(paths_into(L, all, q.l3, q.l1 + q.l2)));
+}
+
+KOKKOS_INLINE_FUNCTION constexpr int out_index(int L, bool /*all*/, int l3, int parity12) {
+  // natural parity of the output: (l1 + l2) and l3 have the same parity
+  return ((parity12 - l3) % 2 == 0 ? 0 : num_sh(L)) + l3 * l3;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr int num_out(int L, bool all) { return all ? 2 * num_sh(L) : num_sh(L); }
+
+template <class F, int... I>
+KOKKOS_FORCEINLINE_FUNCTION void static_for_impl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+KOKKOS_FORCEINLINE_FUNCTION void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+// Polynomial envelope p = 6: u(x) = 1 - 28 x^6 + 48 x^7 - 21 x^8 for x = d / rc < 1.
+template <class T>
+KOKKOS_INLINE_FUNCTION T envelope(T d, T rc, T* du) {
+  const T x = d / rc;
+  if (x >= T(1)) {
+    *du = T(0);
+    return T(0);
+  }
+  const T x2 = x * x, x5 = x2 * x2 * x, x6 = x5 * x;
+  *du = (T(-168) * x5 + T(336) * x6 - T(168) * x6 * x) / rc;
+  return T(1) + x6 * (T(-28) + x * (T(48) - T(21) * x));
+}
+
+// Bessel basis B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d, n = 1..NB (index n-1), with derivatives.
+template <class T>
+KOKKOS_INLINE_FUNCTION void bessel(int n, T d, T rc, T* B, T* dB) {
+  const T pi = T(3.14159265358979323846);
+  const T pref = sqrt(T(2) / rc);
+  const T k = T(n) * pi / rc;
+  const T s = sin(k * d), c = cos(k * d);
+  *B = pref * s / d;
+  *dB = pref * (k * c * d - s) / (d * d);
+}
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T silu(T x, T* ds) {
+  const T sg = T(1) / (T(1) + exp(-x));
+  *ds = sg * (T(1) + x * (T(1) - sg));
+  return x * sg;
+}
+
+// Forward-mode dual number with 3 partials: exact gradients of the straight-line SH polynomials.
+template <class T>
+struct Dual3 {
+  T v, d[3];
+  KOKKOS_INLINE_FUNCTION Dual3() : v(0), d{0, 0, 0} {}
+  KOKKOS_INLINE_FUNCTION Dual3(T c) : v(c), d{0, 0, 0} {}
+  KOKKOS_INLINE_FUNCTION Dual3(T c, T d0, T d1, T d2) : v(c), d{d0, d1, d2} {}
+};
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator+(const Dual3<T>& a, const Dual3<T>& b) {
+  return Dual3<T>(a.v + b.v, a.d[0] + b.d[0], a.d[1] + b.d[1], a.d[2] + b.d[2]);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator-(const Dual3<T>& a, const Dual3<T>& b) {
+  return Dual3<T>(a.v - b.v, a.d[0] - b.d[0], a.d[1] - b.d[1], a.d[2] - b.d[2]);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator*(const Dual3<T>& a, const Dual3<T>& b) {
+  return Dual3<T>(a.v * b.v, a.d[0] * b.v + a.v * b.d[0], a.d[1] * b.v + a.v * b.d[1], a.d[2] * b.v + a.v * b.d[2]);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator*(T s, const Dual3<T>& a) {
+  return Dual3<T>(s * a.v, s * a.d[0], s * a.d[1], s * a.d[2]);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator*(const Dual3<T>& a, T s) {
+  return s * a;
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator-(T s, const Dual3<T>& a) {
+  return Dual3<T>(s - a.v, -a.d[0], -a.d[1], -a.d[2]);
+}
+
+// Scalar types accepted by the SH polynomials.
+template <class S>
+struct ScalarOf {
+  using type = S;
+};
+template <class T>
+struct ScalarOf<Dual3<T>> {
+  using type = T;
+};
+
+}  // namespace kernels
+}  // namespace batmobile

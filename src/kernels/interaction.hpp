@@ -1,0 +1,499 @@
+// Fused interaction (docs/model.md step 1) and on-the-fly attention (step 2) of one layer, forward and adjoint.
+//
+// Layouts (all Kokkos::LayoutRight, T = float or double):
+//   h  (n_total, K, C)  node features, K = (L+1)^2, channels innermost (ghost atoms included)
+//   m  (n_recv, K, C)   message  m_i = inv_avg * sum_j TP(h_j, w(d_ij))
+//   o  (n_recv, K, C)   attention output o_i (step 2 of docs/model.md)
+//   M, Z (n_recv, A)    per-(receiver, head) softmax max and normaliser, saved for the adjoint
+//   q  (n_recv, A*dk), k (n_total, A*dk)   projections of h[.][0] (workspace)
+//   f  (n_total, 3), vatom (n_total, 6) double: forces and per-atom virial (xx, yy, zz, xy, xz, yz),
+//      ACCUMULATED (+=) by the adjoint; per-edge virial -r (x) dE/dr is split half to each atom.
+//   gh (n_total, K, C)  dE/dh, ACCUMULATED (+=) by the adjoint.
+// LayerParams: W1 (H, NB), b1 (H), W2t (H, 2 P C) = transpose of radial.W2 (so that channel-threads read
+//   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors.
+//   make_layer_params() builds it from host arrays in the model-file shapes.
+//
+// Kernels (tagged functors; one team per atom, TeamThreadRange over channels; every per-edge quantity --
+// geometry, SH, radial MLP, CG products, logits -- lives in registers and is recomputed where needed):
+//   InteractionKernel::Forward   team i: one pass over the edges of receiver i computes m_i and (ATTN) o_i
+//                                with an online softmax; writes m, o, M, Z once. No atomics.
+//   InteractionKernel::RecvAdj   team i: recomputes each edge, dE/dr_ij from gm, go; accumulates the
+//                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
+//   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
+//                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
+//   ProjectQK / ApplyQKGrad      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
+// Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork).
+// Parameter gradients are not computed (not needed at run time).
+#pragma once
+#include <vector>
+
+#include "graph.hpp"
+#include "sh.hpp"
+#include "tp.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+inline constexpr int kMaxNB = 16;  // radial basis size bound (register arrays)
+inline constexpr int kMaxDk = 32;  // attention key width bound
+inline constexpr double kSoftmaxEps = 1e-9;
+
+template <class T, class Device>
+struct LayerParams {
+  using V1 = Kokkos::View<const T*, Device>;
+  using V2 = Kokkos::View<const T**, Kokkos::LayoutRight, Device>;
+  V2 W1, W2t, Wg, Wq, Wk;
+  V1 b1;
+  T r_c = 5, inv_avg = 1;
+  int C = 0, NB = 0, H = 0, A = 1, dk = 1;
+};
+
+// Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
+template <class T, class Device, int L>
+LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, double r_c, double avg_num_neighbors,
+                                         const std::vector<double>& W1, const std::vector<double>& b1,
+                                         const std::vector<double>& W2, const std::vector<double>& Wg,
+                                         const std::vector<double>& Wq, const std::vector<double>& Wk) {
+  constexpr int P = num_paths(L, false);
+  if (NB > kMaxNB || dk > kMaxDk || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
+  auto mk = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
+    Kokkos::View<T**, Kokkos::LayoutRight, Device> d(name, transpose ? cols : rows, transpose ? rows : cols);
+    if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
+    auto hm = Kokkos::create_mirror_view(d);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) (transpose ? hm(c, r) : hm(r, c)) = T(src[size_t(r) * cols + c]);
+    Kokkos::deep_copy(d, hm);
+    return d;
+  };
+  LayerParams<T, Device> p;
+  p.W1 = mk(W1, H, NB, false, "W1");
+  p.W2t = mk(W2, 2 * P * C, H, true, "W2t");
+  p.Wg = mk(Wg, A, NB, false, "Wg");
+  p.Wq = mk(Wq, A * dk, C, false, "Wq");
+  p.Wk = mk(Wk, A * dk, C, false, "Wk");
+  auto b = mk(b1, 1, H, false, "b1");
+  p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
+  p.r_c = T(r_c);
+  p.inv_avg = T(1.0 / avg_num_neighbors);
+  p.C = C;
+  p.NB = NB;
+  p.H = H;
+  p.A = A;
+  p.dk = dk;
+  return p;
+}
+
+// Per-edge radial quantities of one channel, computed in registers.
+template <class T, int P>
+struct EdgeRadial {
+  T w[P], wv[P], dw[P], dwv[P];  // weights and their d/dd (envelope included)
+  T u, du;                        // envelope
+  T B[kMaxNB], dB[kMaxNB];        // Bessel basis
+};
+
+template <class T, int P, bool TWO, bool GRAD, class Params>
+KOKKOS_INLINE_FUNCTION void eval_radial(const Params& prm, int c, T d, EdgeRadial<T, P>& R) {
+  R.u = envelope(d, prm.r_c, &R.du);
+  for (int n = 0; n < kMaxNB; ++n) {
+    R.B[n] = T(0);
+    R.dB[n] = T(0);
+    if (n < prm.NB) bessel(n + 1, d, prm.r_c, &R.B[n], &R.dB[n]);
+  }
+  T raw[P], rawv[P], draw[P], drawv[P];
+  for (int p = 0; p < P; ++p) raw[p] = rawv[p] = draw[p] = drawv[p] = T(0);
+  const int PC = P * prm.C;
+  for (int hh = 0; hh < prm.H; ++hh) {
+    T a = prm.b1(hh), da = T(0);
+    for (int n = 0; n < kMaxNB; ++n)
+      if (n < prm.NB) {
+        a += prm.W1(hh, n) * R.B[n];
+        if (GRAD) da += prm.W1(hh, n) * R.dB[n];
+      }
+    T ds;
+    const T s = silu(a, &ds);
+    ds *= da;
+    for (int p = 0; p < P; ++p) {
+      const T t = prm.W2t(hh, p * prm.C + c);
+      raw[p] += t * s;
+      if (GRAD) draw[p] += t * ds;
+      if (TWO) {
+        const T tv = prm.W2t(hh, PC + p * prm.C + c);
+        rawv[p] += tv * s;
+        if (GRAD) drawv[p] += tv * ds;
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    R.w[p] = R.u * raw[p];
+    R.wv[p] = R.u * rawv[p];
+    R.dw[p] = R.du * raw[p] + R.u * draw[p];
+    R.dwv[p] = R.du * rawv[p] + R.u * drawv[p];
+  }
+}
+
+template <class T, class Device, int L, bool ATTN>
+struct InteractionKernel {
+  static constexpr int K = num_sh(L);
+  static constexpr int P = num_paths(L, false);
+  static constexpr int NV = 9 + kMaxDk;  // per-channel partials reduced per team: force, virial, dq/dk
+  using exec = typename Device::execution_space;
+  using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
+  using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
+  using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Device>;
+  using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
+  using member = typename Kokkos::TeamPolicy<exec>::member_type;
+  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename exec::scratch_memory_space,
+                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  struct Forward {};
+  struct RecvAdj {};
+  struct SendAdj {};
+
+  Graph<T, Device> g;
+  LayerParams<T, Device> prm;
+  CV3 h;
+  V3 m, o;     // forward outputs (o is read by the adjoint)
+  V2 M, Z;     // saved softmax statistics
+  V2 q, k;     // projections
+  CV3 gm, go;  // upstream gradients (receivers)
+  V3 gh;       // dE/dh (accumulated)
+  V2 gq, gk;   // dE/dq, dE/dk (written)
+  D2 f, vatom;
+
+  static size_t scratch_bytes(int C) { return scratch::shmem_size(C, NV); }
+
+  KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
+    for (int kk = 0; kk < K; ++kk) hj[kk] = h(j, kk, c);
+  }
+
+  // Geometry of edge e = (i <- j); returns false when the pair is not an edge (d >= r_c or d == 0).
+  KOKKOS_INLINE_FUNCTION bool geometry(int i, int j, T* r, T& d) const {
+    for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
+    d = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    return d > T(0) && d < prm.r_c;
+  }
+
+  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const EdgeRadial<T, P>& R, T* dg) const {
+    T s = T(0);
+    for (int e = 0; e < kMaxDk; ++e)
+      if (e < prm.dk) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
+    s /= sqrt(T(prm.dk));
+    T gte = T(0), dgte = T(0);
+    for (int n = 0; n < kMaxNB; ++n)
+      if (n < prm.NB) {
+        gte += prm.Wg(a, n) * R.B[n];
+        dgte += prm.Wg(a, n) * R.dB[n];
+      }
+    *dg = dgte;
+    return s + gte;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(Forward, const member& team) const {
+    const int i = team.league_rank();
+    const int C = prm.C, chead = C / prm.A;
+    const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+      const int a = c / chead;
+      T accm[K], acco[K];
+      for (int kk = 0; kk < K; ++kk) accm[kk] = acco[kk] = T(0);
+      T run_max = T(-1e30), run_z = T(0);
+      for (int e = e0; e < e1; ++e) {
+        const int j = g.edge_sender(e);
+        T r[3], d;
+        if (!geometry(i, j, r, d)) continue;
+        T Y[K], hj[K];
+        sh<L, T>(r, Y);
+        load_h(j, c, hj);
+        EdgeRadial<T, P> R;
+        eval_radial<T, P, ATTN, false>(prm, c, d, R);
+        if constexpr (ATTN) {
+          T v[K];
+          for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
+          tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
+          T dg;
+          const T s = logit(i, j, a, R, &dg);
+          const T new_max = s > run_max ? s : run_max;
+          const T corr = exp(run_max - new_max);
+          const T wgt = exp(s - new_max) * R.u;
+          run_z = run_z * corr + wgt;
+          for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
+          run_max = new_max;
+        } else {
+          tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
+        }
+      }
+      for (int kk = 0; kk < K; ++kk) m(i, kk, c) = prm.inv_avg * accm[kk];
+      if constexpr (ATTN) {
+        const T inv = T(1) / (run_z + T(kSoftmaxEps));
+        for (int kk = 0; kk < K; ++kk) o(i, kk, c) = acco[kk] * inv;
+        if (c % chead == 0) {
+          M(i, a) = run_max;
+          Z(i, a) = run_z;
+        }
+      }
+    });
+  }
+
+  // dE/dr_ij of channel c for edge (i <- j) and, for the sender side, dE/dh_j; also dE/ds (attention).
+  template <bool SENDER>
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const T* r, T d, T* gr, T* ghj,
+                                           T* gs_out) const {
+    T Y[K], hj[K], gmi[K], goi[K];
+    sh<L, T>(r, Y);
+    load_h(j, c, hj);
+    for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
+    EdgeRadial<T, P> R;
+    eval_radial<T, P, ATTN, true>(prm, c, d, R);
+    T gY[K], gw[P], gwv[P];
+    for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
+    for (int p = 0; p < P; ++p) gw[p] = gwv[p] = T(0);
+    T gd = T(0), gs = T(0), pw = T(0);
+    if constexpr (ATTN) {
+      T dg;
+      const T s = logit(i, j, a, R, &dg);
+      const T ex = exp(s - M(i, a));
+      const T inv = T(1) / (Z(i, a) + T(kSoftmaxEps));
+      pw = ex * R.u * inv;
+      T v[K], dummy[K];
+      for (int kk = 0; kk < K; ++kk) v[kk] = dummy[kk] = T(0);
+      tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(0), T(1), dummy, v);
+      T t = T(0);
+      for (int kk = 0; kk < K; ++kk) {
+        goi[kk] = go(i, kk, c);
+        t += goi[kk] * (v[kk] - o(i, kk, c));
+      }
+      const T ge = t * inv;  // dE/d(e_ij) with e_ij = exp(s - M) u
+      gs = ge * ex * R.u;
+      gd += ge * ex * R.du + gs * dg;
+    } else {
+      for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
+    }
+    tp_adjoint<L, false, SENDER, ATTN, T>(hj, Y, R.w, R.wv, gmi, goi, prm.inv_avg, pw, ghj, gY, gw, gwv);
+    for (int p = 0; p < P; ++p) {
+      gd += gw[p] * R.dw[p];
+      if (ATTN) gd += gwv[p] * R.dwv[p];
+    }
+    for (int b = 0; b < 3; ++b) gr[b] = gd * r[b] / d;
+    sh_vjp<L, T>(r, gY, gr);
+    *gs_out = gs;
+  }
+
+  KOKKOS_INLINE_FUNCTION static void tally_virial(double* acc, const T* r, const T* gr) {
+    // half of the per-edge virial -r (x) dE/dr goes to each atom of the pair
+    acc[3] += -0.5 * double(r[0]) * gr[0];
+    acc[4] += -0.5 * double(r[1]) * gr[1];
+    acc[5] += -0.5 * double(r[2]) * gr[2];
+    acc[6] += -0.25 * (double(r[0]) * gr[1] + double(r[1]) * gr[0]);
+    acc[7] += -0.25 * (double(r[0]) * gr[2] + double(r[2]) * gr[0]);
+    acc[8] += -0.25 * (double(r[1]) * gr[2] + double(r[2]) * gr[1]);
+  }
+
+  // Sum the per-channel partials of the team and write the per-atom results.
+  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const {
+    team.team_barrier();
+    const int C = prm.C, chead = C / prm.A, adk = prm.A * prm.dk;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + adk), [&](const int v) {
+      if (v < 9) {
+        double s = 0;
+        for (int c = 0; c < C; ++c) s += part(c, v);
+        if (v < 3)
+          f(n, v) += s;
+        else
+          vatom(n, v - 3) += s;
+      } else {
+        const int a = (v - 9) / prm.dk, e = (v - 9) % prm.dk;
+        double s = 0;
+        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(c, 9 + e);
+        if (ATTN) (sender ? gk : gq)(n, v - 9) = T(s);
+      }
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(RecvAdj, const member& team) const {
+    const int i = team.league_rank();
+    const int C = prm.C, chead = C / prm.A;
+    scratch part(team.team_scratch(0), C, NV);
+    const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+      const int a = c / chead;
+      double acc[NV];
+      for (int v = 0; v < NV; ++v) acc[v] = 0;
+      const T sdk = T(1) / sqrt(T(prm.dk));
+      for (int e = e0; e < e1; ++e) {
+        const int j = g.edge_sender(e);
+        T r[3], d;
+        if (!geometry(i, j, r, d)) continue;
+        T gr[3], gs;
+        edge_adjoint<false>(i, j, c, a, r, d, gr, nullptr, &gs);
+        for (int b = 0; b < 3; ++b) acc[b] += gr[b];  // F_i = -dE/dx_i = +dE/dr_ij
+        tally_virial(acc, r, gr);
+        if constexpr (ATTN)
+          for (int x = 0; x < kMaxDk; ++x)
+            if (x < prm.dk) acc[9 + x] += double(gs * sdk * k(j, a * prm.dk + x));
+      }
+      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
+    });
+    team_finish(team, part, i, false);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const {
+    const int j = team.league_rank();
+    const int C = prm.C, chead = C / prm.A;
+    scratch part(team.team_scratch(0), C, NV);
+    const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+      const int a = c / chead;
+      double acc[NV];
+      for (int v = 0; v < NV; ++v) acc[v] = 0;
+      T ghj[K];
+      for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
+      const T sdk = T(1) / sqrt(T(prm.dk));
+      for (int s = s0; s < s1; ++s) {
+        const int e = g.send_edges(s);
+        const int i = g.edge_receiver(e);
+        T r[3], d;
+        if (!geometry(i, j, r, d)) continue;
+        T gr[3], gs;
+        edge_adjoint<true>(i, j, c, a, r, d, gr, ghj, &gs);
+        for (int b = 0; b < 3; ++b) acc[b] -= gr[b];  // F_j = -dE/dx_j = -dE/dr_ij
+        tally_virial(acc, r, gr);
+        if constexpr (ATTN)
+          for (int x = 0; x < kMaxDk; ++x)
+            if (x < prm.dk) acc[9 + x] += double(gs * sdk * q(i, a * prm.dk + x));
+      }
+      for (int kk = 0; kk < K; ++kk) gh(j, kk, c) += ghj[kk];
+      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
+    });
+    team_finish(team, part, j, true);
+  }
+};
+
+// q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint.
+template <class T, class Device>
+struct ProjectQK {
+  struct Adjoint {};
+  Kokkos::View<const T***, Kokkos::LayoutRight, Device> h;
+  Kokkos::View<T***, Kokkos::LayoutRight, Device> gh;
+  Kokkos::View<const T**, Kokkos::LayoutRight, Device> Wq, Wk;
+  Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, gq, gk;
+  int n_recv, C, adk;
+  KOKKOS_INLINE_FUNCTION void operator()(const int n, const int x) const {
+    T sq = 0, sk = 0;
+    for (int c = 0; c < C; ++c) {
+      const T hv = h(n, 0, c);
+      sk += Wk(x, c) * hv;
+      if (n < n_recv) sq += Wq(x, c) * hv;
+    }
+    k(n, x) = sk;
+    if (n < n_recv) q(n, x) = sq;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(Adjoint, const int n, const int c) const {
+    T s = 0;
+    for (int x = 0; x < adk; ++x) {
+      s += Wk(x, c) * gk(n, x);
+      if (n < n_recv) s += Wq(x, c) * gq(n, x);
+    }
+    gh(n, 0, c) += s;
+  }
+};
+
+template <class T, class Device>
+struct InteractionWork {
+  Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
+  void resize(int n_recv, int n_total, int A, int dk) {
+    if (int(q.extent(0)) != n_recv || int(k.extent(0)) != n_total || int(M.extent(1)) != A ||
+        int(q.extent(1)) != A * dk) {
+      q = decltype(q)("q", n_recv, A * dk);
+      gq = decltype(q)("gq", n_recv, A * dk);
+      k = decltype(q)("k", n_total, A * dk);
+      gk = decltype(q)("gk", n_total, A * dk);
+      M = decltype(q)("M", n_recv, A);
+      Z = decltype(q)("Z", n_recv, A);
+    }
+  }
+};
+
+template <class Exec, class Tag>
+inline Kokkos::TeamPolicy<Exec, Tag> atom_team_policy(int n, int C, size_t scratch) {
+  // Host back-ends: one thread per team (channels looped); GPU: one thread per channel.
+  const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+  Kokkos::TeamPolicy<Exec, Tag> pol(n, host ? 1 : C);
+  if (scratch) pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  return pol;
+}
+
+// Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
+template <class T, class Device, int L, bool ATTN>
+void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
+                         const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
+                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
+                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work) {
+  using exec = typename Device::execution_space;
+  using Kern = InteractionKernel<T, Device, L, ATTN>;
+  work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
+  if (ATTN) {
+    ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
+    Kokkos::parallel_for("batmobile::project_qk",
+                         Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {g.n_total, prm.A * prm.dk}), pq);
+  }
+  Kern kern;
+  kern.g = g;
+  kern.prm = prm;
+  kern.h = h;
+  kern.m = m;
+  kern.o = o;
+  kern.M = work.M;
+  kern.Z = work.Z;
+  kern.q = work.q;
+  kern.k = work.k;
+  Kokkos::parallel_for("batmobile::interaction_fwd",
+                       atom_team_policy<exec, typename Kern::Forward>(g.n_recv, prm.C, 0),
+                       kern);
+}
+
+// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates gh, f, vatom.
+template <class T, class Device, int L, bool ATTN>
+void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
+                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& gm,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& go,
+                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& gh,
+                          const Kokkos::View<double**, Kokkos::LayoutRight, Device>& f,
+                          const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
+                          InteractionWork<T, Device>& work) {
+  using exec = typename Device::execution_space;
+  using Kern = InteractionKernel<T, Device, L, ATTN>;
+  Kern kern;
+  kern.g = g;
+  kern.prm = prm;
+  kern.h = h;
+  kern.o = o;
+  kern.M = work.M;
+  kern.Z = work.Z;
+  kern.q = work.q;
+  kern.k = work.k;
+  kern.gm = gm;
+  kern.go = go;
+  kern.gh = gh;
+  kern.gq = work.gq;
+  kern.gk = work.gk;
+  kern.f = f;
+  kern.vatom = vatom;
+  const size_t sb = Kern::scratch_bytes(prm.C);
+  Kokkos::parallel_for("batmobile::interaction_recv_adj",
+                       atom_team_policy<exec, typename Kern::RecvAdj>(g.n_recv, prm.C, sb),
+                       kern);
+  Kokkos::parallel_for("batmobile::interaction_send_adj",
+                       atom_team_policy<exec, typename Kern::SendAdj>(g.n_total, prm.C, sb),
+                       kern);
+  if (ATTN) {
+    ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
+    Kokkos::parallel_for(
+        "batmobile::project_qk_adj",
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>, typename ProjectQK<T, Device>::Adjoint>({0, 0}, {g.n_total, prm.C}),
+        pq);
+  }
+}
+
+}  // namespace kernels
+}  // namespace batmobile

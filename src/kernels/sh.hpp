@@ -1,0 +1,114 @@
+// Real spherical harmonics, l <= 3, e3nn 0.6 convention: "component" normalisation (sum_m Y^l_m^2 = 2l+1,
+// Y^0 = 1), polar axis y, index k(l, m) = l*l + m + l. Straight-line polynomials of the unit vector.
+//
+// Public API (namespace batmobile::kernels), all KOKKOS_INLINE_FUNCTION, L a compile-time degree (0..3):
+//   sh_unit<L>(x, y, z, Y)        Y[0..(L+1)^2) for a unit vector (x, y, z); S may be T or Dual3<T>
+//   sh<L>(r, Y)                   Y of r / |r| for an unnormalised vector r[3]
+//   sh_grad<L>(r, Y, dY)          also dY[k][a] = d Y_k / d r_a (gradient w.r.t. the unnormalised vector)
+//   sh_vjp<L>(r, gY, gr)          gr[a] += sum_k gY[k] d Y_k / d r_a (the adjoint used by the force kernels)
+//   ComputeSH<T, L, Device>       batched functor: Y(e, k) of edge vectors r(e, 3) (bench "sh" op); with
+//                                 tag Backward it computes gr(e, a) = sum_k gY(e, k) dY_k/dr_a
+#pragma once
+#include "common.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+template <int L, class S>
+KOKKOS_INLINE_FUNCTION void sh_unit(const S& x, const S& y, const S& z, S* Y) {
+  static_assert(L >= 0 && L <= 3, "spherical harmonics implemented for l <= 3");
+  using T = typename ScalarOf<S>::type;
+  Y[0] = S(T(1));
+  if constexpr (L >= 1) {
+    const T s3 = T(1.7320508075688772);
+    Y[1] = s3 * x;
+    Y[2] = s3 * y;
+    Y[3] = s3 * z;
+  }
+  if constexpr (L >= 2) {
+    const T s15 = T(3.872983346207417), s5 = T(2.23606797749979);
+    const S x2z2 = x * x + z * z;
+    Y[4] = s15 * (x * z);
+    Y[5] = s15 * (x * y);
+    Y[6] = s5 * (y * y - T(0.5) * x2z2);
+    Y[7] = s15 * (y * z);
+    Y[8] = (T(0.5) * s15) * (z * z - x * x);
+    if constexpr (L >= 3) {
+      // Derived from e3nn's recursion Y3 ~ CG(2,1,3) Y2 x; harmonic, component-normalised.
+      const T a = T(2.091650066335189);   // sqrt(630) / 12
+      const T b = T(10.246950765959598);  // sqrt(105)
+      const T c = T(1.620185174601965);   // sqrt(168) / 8
+      const T d = T(1.3228756555322954);  // sqrt(7) / 2
+      const S q = T(4) * (y * y) - x2z2;
+      Y[9] = a * (x * (T(3) * (z * z) - x * x));
+      Y[10] = b * (x * y * z);
+      Y[11] = c * (x * q);
+      Y[12] = d * (y * (T(2) * (y * y) - T(3) * x2z2));
+      Y[13] = c * (z * q);
+      Y[14] = (T(0.5) * b) * (y * (z * z - x * x));
+      Y[15] = a * (z * (z * z - T(3) * (x * x)));
+    }
+  }
+}
+
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void sh(const T* r, T* Y) {
+  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  sh_unit<L, T>(r[0] * inv, r[1] * inv, r[2] * inv, Y);
+}
+
+// Gradient w.r.t. the unnormalised vector: dY/dr = (I - u u^T) / |r| . dY/du, computed exactly by
+// evaluating the polynomials on dual numbers seeded with the columns of (I - u u^T) / |r|.
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void sh_grad(const T* r, T* Y, T (*dY)[3]) {
+  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+  Dual3<T> ud[3];
+  for (int a = 0; a < 3; ++a) {
+    ud[a].v = u[a];
+    for (int b = 0; b < 3; ++b) ud[a].d[b] = ((a == b ? T(1) : T(0)) - u[a] * u[b]) * inv;
+  }
+  Dual3<T> Yd[num_sh(L)];
+  sh_unit<L, Dual3<T>>(ud[0], ud[1], ud[2], Yd);
+  for (int k = 0; k < num_sh(L); ++k) {
+    Y[k] = Yd[k].v;
+    for (int b = 0; b < 3; ++b) dY[k][b] = Yd[k].d[b];
+  }
+}
+
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void sh_vjp(const T* r, const T* gY, T* gr) {
+  T Y[num_sh(L)], dY[num_sh(L)][3];
+  sh_grad<L, T>(r, Y, dY);
+  for (int k = 0; k < num_sh(L); ++k)
+    for (int b = 0; b < 3; ++b) gr[b] += gY[k] * dY[k][b];
+}
+
+// Batched SH of edge vectors (benchmark op and a reusable building block).
+template <class T, int L, class Device>
+struct ComputeSH {
+  struct Backward {};
+  using View2 = Kokkos::View<T**, Kokkos::LayoutRight, Device>;
+  Kokkos::View<const T* [3], Kokkos::LayoutRight, Device> r;  // (E, 3) edge vectors
+  View2 Y;                                                   // (E, K) output (forward)
+  Kokkos::View<const T**, Kokkos::LayoutRight, Device> gY;   // (E, K) upstream gradient (backward)
+  Kokkos::View<T* [3], Kokkos::LayoutRight, Device> gr;       // (E, 3) output (backward)
+
+  KOKKOS_INLINE_FUNCTION void operator()(const int e) const {
+    const T v[3] = {r(e, 0), r(e, 1), r(e, 2)};
+    T y[num_sh(L)];
+    sh<L, T>(v, y);
+    for (int k = 0; k < num_sh(L); ++k) Y(e, k) = y[k];
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(Backward, const int e) const {
+    const T v[3] = {r(e, 0), r(e, 1), r(e, 2)};
+    T g[num_sh(L)];
+    for (int k = 0; k < num_sh(L); ++k) g[k] = gY(e, k);
+    T out[3] = {0, 0, 0};
+    sh_vjp<L, T>(v, g, out);
+    for (int b = 0; b < 3; ++b) gr(e, b) = out[b];
+  }
+};
+
+}  // namespace kernels
+}  // namespace batmobile

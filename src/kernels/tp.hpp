@@ -1,0 +1,76 @@
+// Per-thread (one channel) channel-wise tensor product of a feature vector with the edge SH, unrolled at
+// compile time over a path set, using the generated straight-line CG kernels.
+//
+// Public API (namespace batmobile::kernels), all KOKKOS_INLINE_FUNCTION; arrays are per-thread registers:
+//   h[K]   sender feature of one channel, K = (L+1)^2, index k(l, m) = l*l + m + l
+//   Y[K]   edge spherical harmonics
+//   w[P]   per-path weights of this channel, P = num_paths(L, ALL)
+//   out[num_out(L, ALL)]  output slots, see out_index() in common.hpp
+//   tp_fwd<L, ALL>(h, Y, w, s, out)       out += s * sum_p alpha_p w_p CG_p(h, Y)
+//   tp_fwd2<L>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products
+//   tp_adjoint<L, ALL, NEED_H, TWO>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
+//       adjoint of  out_m = cm * TP(h, w) (and, if TWO, out_v = cv * TP(h, wv)) for upstream gm (go):
+//       gh += d/dh (if NEED_H), gY += d/dY, gw[p] += d/dw_p, gwv[p] += d/dwv_p (if TWO)
+#pragma once
+#include "common.hpp"
+#include "generated/cg_tables.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+template <int L, bool ALL, class T>
+KOKKOS_INLINE_FUNCTION void tp_fwd(const T* h, const T* Y, const T* w, T s, T* out) {
+  constexpr int P = num_paths(L, ALL);
+  static_for<P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
+    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, ALL, p)) * s * w[p], out + o);
+  });
+}
+
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const T* w, const T* wv, T sw, T sv, T* om, T* ov) {
+  constexpr int P = num_paths(L, false);
+  static_for<P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, false, p);
+    T x[2 * q.l3 + 1];
+    for (int m = 0; m < 2 * q.l3 + 1; ++m) x[m] = T(0);
+    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, false, p)), x);
+    const T a = sw * w[p], b = sv * wv[p];
+    for (int m = 0; m < 2 * q.l3 + 1; ++m) {
+      om[q.l3 * q.l3 + m] += a * x[m];
+      ov[q.l3 * q.l3 + m] += b * x[m];
+    }
+  });
+}
+
+template <int L, bool ALL, bool NEED_H, bool TWO, class T>
+KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const T* w, const T* wv, const T* gm, const T* go,
+                                       T cm, T cv, T* gh, T* gY, T* gw, T* gwv) {
+  constexpr int P = num_paths(L, ALL);
+  static_for<P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
+    constexpr int n3 = 2 * q.l3 + 1;
+    using CG = cg::Path<q.l1, q.l2, q.l3>;
+    const T alpha = T(path_alpha(L, ALL, p));
+    const T* hb = h + q.l1 * q.l1;
+    const T* Yb = Y + q.l2 * q.l2;
+    gw[p] += cm * alpha * CG::dot(hb, Yb, gm + o);
+    // Combined upstream of both weight sets for this path: one adjoint call per path.
+    T G[n3];
+    for (int m = 0; m < n3; ++m) G[m] = cm * w[p] * gm[o + m];
+    if constexpr (TWO) {
+      gwv[p] += cv * alpha * CG::dot(hb, Yb, go + o);
+      for (int m = 0; m < n3; ++m) G[m] += cv * wv[p] * go[o + m];
+    }
+    if constexpr (NEED_H) CG::adj_a(G, Yb, alpha, gh + q.l1 * q.l1);
+    CG::adj_b(hb, G, alpha, gY + q.l2 * q.l2);
+  });
+}
+
+}  // namespace kernels
+}  // namespace batmobile
