@@ -1,0 +1,108 @@
+// The Batmobile model in C++/Kokkos (docs/model.md, format version 1): forward pass and hand-written adjoint.
+// Public header: no libtorch. Weights come from a ModelFile (model_file.hpp; read by the libtorch loader TU).
+//
+// Graph contract: atoms [0, n_local) are receivers (owned atoms), [n_local, n_all) ghosts. Edges are grouped by
+// receiver (CSR `recv_offsets`, `senders`), only 0 < |x_j - x_i| < r_c, both directions present for owned pairs.
+// Forces come back for all n_all atoms (ghost forces to be folded onto owners by the caller); energy and eatom
+// only for owned atoms; the virial from per-edge tallies (-r_ij (x) dE/dr_ij), per-atom virial half to each end.
+#pragma once
+#include <Kokkos_Core.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model_file.hpp"
+
+namespace batmobile {
+
+// Node features are (n_all, K*C) rows, index k*C + c.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class GhostExchange {
+ public:
+  using FeatureView = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  virtual ~GhostExchange() = default;
+  // Copy the owners' rows of h into the ghost rows.
+  virtual void forward(FeatureView h) = 0;
+  // Add the ghost rows of dh onto their owners' rows, then zero the ghost rows.
+  virtual void reverse(FeatureView dh) = 0;
+};
+
+// Stand-alone exchange for periodic images: ghost g (index n_local + g) is a copy of owner[g].
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class IndexMapGhostExchange : public GhostExchange<T, ExecSpace> {
+ public:
+  using typename GhostExchange<T, ExecSpace>::FeatureView;
+  IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner);
+  void forward(FeatureView h) override;
+  void reverse(FeatureView dh) override;
+
+ private:
+  int n_local_;
+  Kokkos::View<int*, ExecSpace> owner_;
+  Kokkos::View<int*, ExecSpace> ghost_offsets_, ghost_list_;  // owner -> its ghosts (CSR), deterministic reverse
+};
+
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+struct Graph {
+  int n_local = 0, n_all = 0;
+  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions, n_all
+  Kokkos::View<int*, ExecSpace> species;                        // n_all, -1 = not a model atom
+  Kokkos::View<int*, ExecSpace> recv_offsets;                   // n_local + 1
+  Kokkos::View<int*, ExecSpace> senders;                        // n_edges
+};
+
+template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+struct Results {
+  double energy = 0;
+  double virial[6] = {0, 0, 0, 0, 0, 0};                      // xx yy zz xy xz yz
+  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> f;  // n_all (overwritten)
+  Kokkos::View<double*, ExecSpace> eatom;                       // n_local (when requested)
+  Kokkos::View<double* [6], Kokkos::LayoutRight, ExecSpace> vatom;  // n_all (when requested)
+};
+
+// Model weights and sparse CG table in a plain struct that device lambdas capture by value.
+template <class T, class ExecSpace>
+struct ModelData {
+  int L = 0, K = 0, C = 0, T_layers = 0, NB = 0, H = 0, A = 0, dk = 0, Hr = 0, P = 0, nnz = 0;
+  T r_c = 0, inv_avg = 0, energy_scale = 0;
+  // Offsets into `w`: globals, then one block of `layer_size` per layer with identical internal offsets.
+  int o_embed = 0, o_rW1 = 0, o_rb1 = 0, o_rw2 = 0, o_rb2 = 0, layer_base = 0, layer_size = 0;
+  int o_W1 = 0, o_b1 = 0, o_W2 = 0, o_Wg = 0, o_Wq = 0, o_Wk = 0, o_Wm0 = 0, o_Wo0 = 0, o_b0 = 0, o_Wgm = 0,
+      o_Wgo = 0, o_bg = 0;
+  int o_Wm[kMaxL + 1] = {}, o_Wo[kMaxL + 1] = {}, o_Wu[kMaxL + 1] = {}, o_gn[kMaxL + 1] = {};
+  Kokkos::View<T*, ExecSpace> w;
+  Kokkos::View<double*, ExecSpace> E_ref;
+  Kokkos::View<int*, ExecSpace> cg_k1, cg_k2, cg_k3, cg_path;  // nnz entries, alpha_p folded into cg_coef
+  Kokkos::View<T*, ExecSpace> cg_coef;
+};
+
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Model {
+ public:
+  using FeatureView = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
+  explicit Model(const ModelFile& file);
+  const ModelHyper& hyper() const { return hyper_; }
+
+  // Energy, forces on all n_all atoms, virial; eatom/vatom when the Results views are allocated (non-empty).
+  // `exchange` refreshes ghost features between layers (may be null when n_all == n_local).
+  void compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange, Results<ExecSpace>& out);
+
+  int64_t num_edges_last() const { return n_edges_; }
+
+ private:
+  void ensure_capacity(int n_local, int n_all, int n_edges);
+  ModelHyper hyper_;
+  ModelData<T, ExecSpace> d_;
+  int64_t n_edges_ = 0;
+  // Per-layer saved activations for the adjoint.
+  std::vector<FeatureView> h_;  // T+1 (n_all)
+  std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gam_, rms_, q_, k_, smax_, zsum_;
+  std::vector<Kokkos::View<int**, Kokkos::LayoutRight, ExecSpace>> argmax_;
+  FeatureView dh_, dh_prev_, dm_, do_;
+  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
+  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
+  Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_;
+};
+
+}  // namespace batmobile

@@ -1,0 +1,282 @@
+// Validation of a Batmobile model file (header JSON, hyperparameters, tensor shapes). No libtorch here.
+#include "model/model_file.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace batmobile {
+namespace {
+
+// Minimal JSON reader for the header object: strings, numbers, booleans, null, arrays and nested objects.
+struct JsonValue {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  double number = 0;
+  std::string str;
+  std::vector<JsonValue> items;
+  std::map<std::string, JsonValue> fields;
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& s) : s_(s) {}
+  JsonValue parse() {
+    JsonValue v = value();
+    skip_ws();
+    if (pos_ != s_.size()) fail("trailing characters");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error("malformed meta.header_json (" + what + " at offset " + std::to_string(pos_) + ")");
+  }
+  void skip_ws() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  char peek() {
+    skip_ws();
+    if (pos_ >= s_.size()) fail("unexpected end");
+    return s_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  std::string string_lit() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ >= s_.size()) fail("unterminated string");
+      char c = s_[pos_++];
+      if (c == '"') break;
+      if (c == '\\') {
+        if (pos_ >= s_.size()) fail("bad escape");
+        char e = s_[pos_++];
+        switch (e) {
+          case 'n': out += '\n'; break;
+          case 't': out += '\t'; break;
+          case 'u':  // only ASCII escapes expected in species/units
+            if (pos_ + 4 > s_.size()) fail("bad \\u escape");
+            out += static_cast<char>(std::stoi(s_.substr(pos_, 4), nullptr, 16));
+            pos_ += 4;
+            break;
+          default: out += e;
+        }
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+  JsonValue value() {
+    JsonValue v;
+    char c = peek();
+    if (c == '{') {
+      v.kind = JsonValue::Object;
+      ++pos_;
+      if (peek() == '}') { ++pos_; return v; }
+      while (true) {
+        std::string key = string_lit();
+        expect(':');
+        v.fields[key] = value();
+        if (peek() == ',') { ++pos_; continue; }
+        expect('}');
+        return v;
+      }
+    }
+    if (c == '[') {
+      v.kind = JsonValue::Array;
+      ++pos_;
+      if (peek() == ']') { ++pos_; return v; }
+      while (true) {
+        v.items.push_back(value());
+        if (peek() == ',') { ++pos_; continue; }
+        expect(']');
+        return v;
+      }
+    }
+    if (c == '"') {
+      v.kind = JsonValue::String;
+      v.str = string_lit();
+      return v;
+    }
+    if (s_.compare(pos_, 4, "true") == 0) { pos_ += 4; v.kind = JsonValue::Bool; v.number = 1; return v; }
+    if (s_.compare(pos_, 5, "false") == 0) { pos_ += 5; v.kind = JsonValue::Bool; return v; }
+    if (s_.compare(pos_, 4, "null") == 0) { pos_ += 4; return v; }
+    size_t used = 0;
+    try {
+      v.number = std::stod(s_.substr(pos_, 64), &used);
+    } catch (...) {
+      fail("bad value");
+    }
+    pos_ += used;
+    v.kind = JsonValue::Number;
+    return v;
+  }
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << "(";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ")";
+  return o.str();
+}
+
+}  // namespace
+
+int count_paths(int L) {
+  int n = 0;
+  for (int l1 = 0; l1 <= L; ++l1)
+    for (int l2 = 0; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3)
+        if (l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0) ++n;
+  return n;
+}
+
+void validate_model_file(ModelFile& mf, const std::string& header_json) {
+  const std::string where = "Batmobile model file '" + mf.path + "': ";
+  JsonValue root;
+  try {
+    root = JsonParser(header_json).parse();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(where + e.what());
+  }
+  if (root.kind != JsonValue::Object) throw std::runtime_error(where + "meta.header_json is not a JSON object");
+  auto field = [&](const char* k) -> const JsonValue* {
+    auto it = root.fields.find(k);
+    return it == root.fields.end() ? nullptr : &it->second;
+  };
+  const JsonValue* fmt = field("format");
+  if (!fmt || fmt->kind != JsonValue::String || fmt->str != "batmobile")
+    throw std::runtime_error(where + "not a Batmobile model (header 'format' is not \"batmobile\")");
+  const JsonValue* ver = field("version");
+  if (!ver || ver->kind != JsonValue::Number)
+    throw std::runtime_error(where + "header has no numeric 'version'");
+  mf.hyper.version = static_cast<int>(ver->number);
+  if (mf.hyper.version != kFormatVersion)
+    throw std::runtime_error(where + "unsupported format version " + std::to_string(mf.hyper.version) +
+                             " (this build reads version " + std::to_string(kFormatVersion) + ")");
+  const JsonValue* sp = field("species");
+  if (!sp || sp->kind != JsonValue::Array || sp->items.empty())
+    throw std::runtime_error(where + "header has no non-empty 'species' list");
+  mf.hyper.species.clear();
+  for (const auto& s : sp->items) {
+    if (s.kind != JsonValue::String || s.str.empty())
+      throw std::runtime_error(where + "'species' must be a list of non-empty names");
+    mf.hyper.species.push_back(s.str);
+  }
+  const JsonValue* units = field("units");
+  if (!units || units->kind != JsonValue::String) throw std::runtime_error(where + "header has no 'units'");
+  mf.hyper.units = units->str;
+  if (mf.hyper.units != "metal")
+    throw std::runtime_error(where + "units '" + mf.hyper.units + "' are not supported (only 'metal')");
+
+  // Numbers: meta.<key> 0-d buffers, falling back to the header JSON.
+  auto number = [&](const std::string& key) -> double {
+    auto it = mf.tensors.find("meta." + key);
+    if (it != mf.tensors.end()) {
+      if (it->second.values.size() != 1)
+        throw std::runtime_error(where + "meta." + key + " must be a scalar, has shape " + shape_str(it->second.shape));
+      return it->second.values[0];
+    }
+    const JsonValue* v = field(key.c_str());
+    if (v && v->kind == JsonValue::Number) return v->number;
+    throw std::runtime_error(where + "missing hyperparameter '" + key + "' (no meta." + key + " buffer)");
+  };
+  auto integer = [&](const std::string& key, int lo, int hi) -> int {
+    double v = number(key);
+    if (v != std::floor(v) || v < lo || v > hi)
+      throw std::runtime_error(where + "hyperparameter " + key + " = " + std::to_string(v) + " outside [" +
+                               std::to_string(lo) + ", " + std::to_string(hi) + "] supported by this build");
+    return static_cast<int>(v);
+  };
+  ModelHyper& h = mf.hyper;
+  h.r_c = number("r_c");
+  h.L = integer("L", 0, kMaxL);
+  h.C = integer("C", 1, kMaxC);
+  h.T = integer("T", 1, 64);
+  h.NB = integer("NB", 1, kMaxNB);
+  h.H = integer("H", 1, kMaxH);
+  h.A = integer("A", 1, kMaxHeads);
+  h.dk = integer("dk", 1, kMaxAttnWidth);
+  h.Hr = integer("Hr", 1, kMaxHr);
+  h.avg_num_neighbors = number("avg_num_neighbors");
+  h.energy_scale = number("energy_scale");
+  h.min_distance = number("min_distance");
+  if (!(h.r_c > 0)) throw std::runtime_error(where + "r_c must be positive");
+  if (!(h.avg_num_neighbors > 0)) throw std::runtime_error(where + "avg_num_neighbors must be positive");
+  if (h.A * h.dk > kMaxAttnWidth)
+    throw std::runtime_error(where + "A*dk = " + std::to_string(h.A * h.dk) + " exceeds " + std::to_string(kMaxAttnWidth));
+  if (h.C % h.A != 0) throw std::runtime_error(where + "C must be a multiple of A");
+
+  const int64_t S = h.species.size(), C = h.C, P = count_paths(h.L), L = h.L;
+  auto check = [&](const std::string& name, std::vector<int64_t> shape) {
+    auto it = mf.tensors.find(name);
+    if (it == mf.tensors.end()) throw std::runtime_error(where + "missing tensor '" + name + "'");
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    // A 0-d tensor and a 1-element shape are the same thing for a scalar.
+    bool ok = it->second.shape == shape || (shape.empty() && it->second.values.size() == 1);
+    if (!ok || static_cast<int64_t>(it->second.values.size()) != n)
+      throw std::runtime_error(where + "tensor '" + name + "' has shape " + shape_str(it->second.shape) +
+                               ", expected " + shape_str(shape));
+    for (double v : it->second.values)
+      if (!std::isfinite(v)) throw std::runtime_error(where + "tensor '" + name + "' contains non-finite values");
+  };
+  check("embed", {S, C});
+  check("E_ref", {S});
+  check("readout.W1", {h.Hr, C});
+  check("readout.b1", {h.Hr});
+  check("readout.w2", {h.Hr});
+  check("readout.b2", {});
+  for (int t = 0; t < h.T; ++t) {
+    const std::string p = "layers." + std::to_string(t) + ".";
+    check(p + "radial.W1", {h.H, h.NB});
+    check(p + "radial.b1", {h.H});
+    check(p + "radial.W2", {2 * P * C, h.H});
+    check(p + "gate.Wg", {h.A, h.NB});
+    check(p + "attn.Wq", {h.A * h.dk, C});
+    check(p + "attn.Wk", {h.A * h.dk, C});
+    check(p + "mix.Wm0", {C, C});
+    check(p + "mix.Wo0", {C, C});
+    check(p + "mix.b0", {C});
+    if (L > 0) {
+      check(p + "mix.Wgm", {L * C, C});
+      check(p + "mix.Wgo", {L * C, C});
+      check(p + "mix.bg", {L * C});
+    }
+    for (int l = 1; l <= L; ++l) {
+      check(p + "mix.Wm" + std::to_string(l), {C, C});
+      check(p + "mix.Wo" + std::to_string(l), {C, C});
+    }
+    for (int l = 0; l <= L; ++l) {
+      check(p + "update.Wu" + std::to_string(l), {C, C});
+      check(p + "norm.g" + std::to_string(l), {C});
+    }
+  }
+  mf.E_ref = mf.tensors.at("E_ref").values;
+}
+
+std::vector<int> map_species(const ModelHyper& hyper, const std::vector<std::string>& names) {
+  std::vector<int> out;
+  for (const auto& n : names) {
+    if (n == "NULL") { out.push_back(-1); continue; }
+    int found = -1;
+    for (size_t s = 0; s < hyper.species.size(); ++s)
+      if (hyper.species[s] == n) found = static_cast<int>(s);
+    if (found < 0) {
+      std::string known;
+      for (const auto& s : hyper.species) known += (known.empty() ? "" : " ") + s;
+      throw std::runtime_error("species '" + n + "' is not in the model (model species: " + known + ")");
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
+}  // namespace batmobile

@@ -1,0 +1,819 @@
+// Template implementation of model.hpp; included by model.cpp (explicit instantiations) only.
+#pragma once
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/generated/cg_tables.hpp"
+#include "model/model.hpp"
+#include "model/sh.hpp"
+
+namespace batmobile {
+namespace model_detail {
+
+constexpr double kSoftmaxEps = 1e-9;
+constexpr double kNormEps = 1e-6;
+constexpr double kPi = 3.14159265358979323846;
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
+template <class T>
+KOKKOS_INLINE_FUNCTION T silu(T x) { return x * sigmoid(x); }
+template <class T>
+KOKKOS_INLINE_FUNCTION T silu_grad(T x) {
+  const T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+
+// Per-edge geometry and basis; derivatives only when requested.
+template <class T>
+struct EdgeGeom {
+  T r[3], d, u_hat[3], B[kMaxNB], dB[kMaxNB], env, denv, Y[kMaxK];
+};
+
+template <class T, class D>
+KOKKOS_INLINE_FUNCTION void edge_geometry(const D& md, const double* xi, const double* xj, bool with_grad,
+                                          EdgeGeom<T>& g) {
+  double r[3] = {xj[0] - xi[0], xj[1] - xi[1], xj[2] - xi[2]};
+  double d = Kokkos::Experimental::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  for (int a = 0; a < 3; ++a) {
+    g.r[a] = T(r[a]);
+    g.u_hat[a] = T(r[a] / d);
+  }
+  g.d = T(d);
+  const T rc = md.r_c, dd = g.d;
+  const T pref = Kokkos::Experimental::sqrt(T(2) / rc);
+  for (int n = 0; n < md.NB; ++n) {
+    const T kn = T(n + 1) * T(kPi) / rc;
+    const T s = Kokkos::Experimental::sin(kn * dd), c = Kokkos::Experimental::cos(kn * dd);
+    g.B[n] = pref * s / dd;
+    if (with_grad) g.dB[n] = pref * (kn * c / dd - s / (dd * dd));
+  }
+  const T x = dd / rc;
+  if (x < T(1)) {
+    const T x2 = x * x, x5 = x2 * x2 * x, x6 = x5 * x;
+    g.env = T(1) - T(28) * x6 + T(48) * x6 * x - T(21) * x6 * x2;
+    g.denv = (T(-168) * x5 + T(336) * x6 - T(168) * x6 * x) / rc;
+  } else {
+    g.env = 0;
+    g.denv = 0;
+  }
+  sh_values<T>(md.L, g.u_hat, g.Y);
+}
+
+// Radial MLP: a1 = W1 B + b1 (pre-activation, H), R0 = W2 silu(a1) (2PC, without envelope).
+template <class T, class D>
+KOKKOS_INLINE_FUNCTION void radial_mlp(const D& md, int lb, const T* B, T* a1, T* R0) {
+  const T* W1 = &md.w(lb + md.o_W1);
+  const T* b1 = &md.w(lb + md.o_b1);
+  const T* W2 = &md.w(lb + md.o_W2);
+  T s1[kMaxH];
+  for (int h = 0; h < md.H; ++h) {
+    T acc = b1[h];
+    for (int n = 0; n < md.NB; ++n) acc += W1[h * md.NB + n] * B[n];
+    a1[h] = acc;
+    s1[h] = silu(acc);
+  }
+  const int out = 2 * md.P * md.C;
+  for (int o = 0; o < out; ++o) {
+    T acc = 0;
+    for (int h = 0; h < md.H; ++h) acc += W2[o * md.H + h] * s1[h];
+    R0[o] = acc;
+  }
+}
+
+// out[k3][c] += TP(hj, w)[k3][c] (w = P x C path weights, envelope already applied by the caller's scale).
+template <class T, class D>
+KOKKOS_INLINE_FUNCTION void tensor_product(const D& md, const T* hj, const T* w, T scale, const T* Y, T* out) {
+  const int C = md.C;
+  for (int n = 0; n < md.nnz; ++n) {
+    const T cy = scale * md.cg_coef(n) * Y[md.cg_k2(n)];
+    const T* hrow = hj + md.cg_k1(n) * C;
+    const T* wrow = w + md.cg_path(n) * C;
+    T* orow = out + md.cg_k3(n) * C;
+    for (int c = 0; c < C; ++c) orow[c] += cy * wrow[c] * hrow[c];
+  }
+}
+
+struct V6 {
+  double v[6];
+  KOKKOS_INLINE_FUNCTION V6() {
+    for (int a = 0; a < 6; ++a) v[a] = 0;
+  }
+  KOKKOS_INLINE_FUNCTION V6& operator+=(const V6& o) {
+    for (int a = 0; a < 6; ++a) v[a] += o.v[a];
+    return *this;
+  }
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile V6& o) volatile {
+    for (int a = 0; a < 6; ++a) v[a] += o.v[a];
+  }
+};
+
+}  // namespace model_detail
+
+// ---------------------------------------------------------------------------------------------------------
+template <class T, class ExecSpace>
+IndexMapGhostExchange<T, ExecSpace>::IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner)
+    : n_local_(n_local) {
+  const int ng = static_cast<int>(ghost_owner.size());
+  owner_ = Kokkos::View<int*, ExecSpace>("ghost_owner", ng);
+  auto h_owner = Kokkos::create_mirror_view(owner_);
+  std::vector<int> count(n_local + 1, 0);
+  for (int g = 0; g < ng; ++g) {
+    if (ghost_owner[g] < 0 || ghost_owner[g] >= n_local) throw std::runtime_error("ghost owner out of range");
+    h_owner(g) = ghost_owner[g];
+    ++count[ghost_owner[g] + 1];
+  }
+  for (int i = 0; i < n_local; ++i) count[i + 1] += count[i];
+  ghost_offsets_ = Kokkos::View<int*, ExecSpace>("ghost_offsets", n_local + 1);
+  ghost_list_ = Kokkos::View<int*, ExecSpace>("ghost_list", ng);
+  auto h_off = Kokkos::create_mirror_view(ghost_offsets_);
+  auto h_list = Kokkos::create_mirror_view(ghost_list_);
+  std::vector<int> fill(count.begin(), count.end() - 1);
+  for (int i = 0; i <= n_local; ++i) h_off(i) = count[i];
+  for (int g = 0; g < ng; ++g) h_list(fill[ghost_owner[g]]++) = g;
+  Kokkos::deep_copy(owner_, h_owner);
+  Kokkos::deep_copy(ghost_offsets_, h_off);
+  Kokkos::deep_copy(ghost_list_, h_list);
+}
+
+template <class T, class ExecSpace>
+void IndexMapGhostExchange<T, ExecSpace>::forward(FeatureView h) {
+  auto owner = owner_;
+  const int nl = n_local_, width = static_cast<int>(h.extent(1));
+  Kokkos::parallel_for(
+      "bm_ghost_forward", Kokkos::RangePolicy<ExecSpace>(0, owner.extent(0)), KOKKOS_LAMBDA(int g) {
+        for (int x = 0; x < width; ++x) h(nl + g, x) = h(owner(g), x);
+      });
+}
+
+template <class T, class ExecSpace>
+void IndexMapGhostExchange<T, ExecSpace>::reverse(FeatureView dh) {
+  auto off = ghost_offsets_;
+  auto list = ghost_list_;
+  const int nl = n_local_, width = static_cast<int>(dh.extent(1));
+  Kokkos::parallel_for(
+      "bm_ghost_reverse", Kokkos::RangePolicy<ExecSpace>(0, nl), KOKKOS_LAMBDA(int i) {
+        for (int q = off(i); q < off(i + 1); ++q)
+          for (int x = 0; x < width; ++x) dh(i, x) += dh(nl + list(q), x);
+      });
+  const int ng = static_cast<int>(list.extent(0));
+  Kokkos::parallel_for(
+      "bm_ghost_reverse_zero", Kokkos::RangePolicy<ExecSpace>(0, ng), KOKKOS_LAMBDA(int g) {
+        for (int x = 0; x < width; ++x) dh(nl + g, x) = 0;
+      });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+template <class T, class ExecSpace>
+Model<T, ExecSpace>::Model(const ModelFile& file) : hyper_(file.hyper) {
+  const ModelHyper& hp = hyper_;
+  auto& md = d_;
+  md.L = hp.L;
+  md.K = hp.K();
+  md.C = hp.C;
+  md.T_layers = hp.T;
+  md.NB = hp.NB;
+  md.H = hp.H;
+  md.A = hp.A;
+  md.dk = hp.dk;
+  md.Hr = hp.Hr;
+  md.P = count_paths(hp.L);
+  md.r_c = T(hp.r_c);
+  md.inv_avg = T(1.0 / hp.avg_num_neighbors);
+  md.energy_scale = T(hp.energy_scale);
+  const int C = md.C, L = md.L, P = md.P, S = static_cast<int>(hp.species.size());
+
+  std::vector<double> host;
+  auto append = [&](const std::string& name) {
+    const auto& t = file.tensors.at(name);
+    int off = static_cast<int>(host.size());
+    host.insert(host.end(), t.values.begin(), t.values.end());
+    return off;
+  };
+  md.o_embed = append("embed");
+  md.o_rW1 = append("readout.W1");
+  md.o_rb1 = append("readout.b1");
+  md.o_rw2 = append("readout.w2");
+  md.o_rb2 = append("readout.b2");
+  md.layer_base = static_cast<int>(host.size());
+  for (int t = 0; t < hp.T; ++t) {
+    const std::string p = "layers." + std::to_string(t) + ".";
+    const int base = static_cast<int>(host.size());
+    auto rel = [&](const std::string& n) { return append(p + n) - base; };
+    md.o_W1 = rel("radial.W1");
+    md.o_b1 = rel("radial.b1");
+    md.o_W2 = rel("radial.W2");
+    md.o_Wg = rel("gate.Wg");
+    md.o_Wq = rel("attn.Wq");
+    md.o_Wk = rel("attn.Wk");
+    md.o_Wm0 = rel("mix.Wm0");
+    md.o_Wo0 = rel("mix.Wo0");
+    md.o_b0 = rel("mix.b0");
+    if (L > 0) {
+      md.o_Wgm = rel("mix.Wgm");
+      md.o_Wgo = rel("mix.Wgo");
+      md.o_bg = rel("mix.bg");
+    }
+    for (int l = 1; l <= L; ++l) {
+      md.o_Wm[l] = rel("mix.Wm" + std::to_string(l));
+      md.o_Wo[l] = rel("mix.Wo" + std::to_string(l));
+    }
+    for (int l = 0; l <= L; ++l) md.o_Wu[l] = rel("update.Wu" + std::to_string(l));
+    for (int l = 0; l <= L; ++l) md.o_gn[l] = rel("norm.g" + std::to_string(l));
+    md.layer_size = static_cast<int>(host.size()) - base;
+  }
+  md.w = Kokkos::View<T*, ExecSpace>("bm_weights", host.size());
+  auto hw = Kokkos::create_mirror_view(md.w);
+  for (size_t i = 0; i < host.size(); ++i) hw(i) = T(host[i]);
+  Kokkos::deep_copy(md.w, hw);
+  md.E_ref = Kokkos::View<double*, ExecSpace>("bm_E_ref", S);
+  auto he = Kokkos::create_mirror_view(md.E_ref);
+  for (int s = 0; s < S; ++s) he(s) = file.E_ref.at(s);
+  Kokkos::deep_copy(md.E_ref, he);
+
+  // Sparse CG table for the natural-parity paths of degree <= L, in docs/model.md path order.
+  int n3[kMaxL + 1] = {};
+  for (int l1 = 0; l1 <= L; ++l1)
+    for (int l2 = 0; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3)
+        if (l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0) ++n3[l3];
+  std::vector<int> k1, k2, k3, path;
+  std::vector<double> coef;
+  int p = 0;
+  for (int l1 = 0; l1 <= L; ++l1)
+    for (int l2 = 0; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3) {
+        if (!(l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0)) continue;
+        const double alpha = std::sqrt((2.0 * l3 + 1.0) / n3[l3]);
+        bool found = false;
+        for (const auto& pi : kernels::cg::kPaths) {
+          if (pi.l1 != l1 || pi.l2 != l2 || pi.l3 != l3) continue;
+          found = true;
+          for (int e = pi.offset; e < pi.offset + pi.count; ++e) {
+            const auto& en = kernels::cg::kEntries[e];
+            k1.push_back(l1 * l1 + en.i1);
+            k2.push_back(l2 * l2 + en.i2);
+            k3.push_back(l3 * l3 + en.i3);
+            path.push_back(p);
+            coef.push_back(alpha * en.value);
+          }
+        }
+        if (!found) throw std::runtime_error("CG table lacks a path");
+        ++p;
+      }
+  if (p != P) throw std::runtime_error("path count mismatch");
+  md.nnz = static_cast<int>(coef.size());
+  auto upload_int = [&](const char* name, const std::vector<int>& v) {
+    Kokkos::View<int*, ExecSpace> dv(std::string(name), v.size());
+    auto hv = Kokkos::create_mirror_view(dv);
+    for (size_t i = 0; i < v.size(); ++i) hv(i) = v[i];
+    Kokkos::deep_copy(dv, hv);
+    return dv;
+  };
+  md.cg_k1 = upload_int("bm_cg_k1", k1);
+  md.cg_k2 = upload_int("bm_cg_k2", k2);
+  md.cg_k3 = upload_int("bm_cg_k3", k3);
+  md.cg_path = upload_int("bm_cg_path", path);
+  md.cg_coef = Kokkos::View<T*, ExecSpace>("bm_cg_coef", coef.size());
+  auto hc = Kokkos::create_mirror_view(md.cg_coef);
+  for (size_t i = 0; i < coef.size(); ++i) hc(i) = T(coef[i]);
+  Kokkos::deep_copy(md.cg_coef, hc);
+  (void)C;
+}
+
+template <class T, class ExecSpace>
+void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
+  const int KC = d_.K * d_.C, T_ = d_.T_layers, A = d_.A, AD = d_.A * d_.dk;
+  auto need = [](auto& v, size_t n0, size_t n1, const char* name) {
+    if (v.extent(0) != n0 || v.extent(1) != n1) v = std::decay_t<decltype(v)>(std::string(name), n0, n1);
+  };
+  h_.resize(T_ + 1);
+  m_.resize(T_), o_.resize(T_), z_.resize(T_), hp_.resize(T_), gam_.resize(T_), rms_.resize(T_);
+  q_.resize(T_), k_.resize(T_), smax_.resize(T_), zsum_.resize(T_), argmax_.resize(T_);
+  for (int t = 0; t <= T_; ++t) need(h_[t], n_all, KC, "bm_h");
+  for (int t = 0; t < T_; ++t) {
+    need(m_[t], n_local, KC, "bm_m");
+    need(o_[t], n_local, KC, "bm_o");
+    need(z_[t], n_local, KC, "bm_z");
+    need(hp_[t], n_local, KC, "bm_hp");
+    need(gam_[t], n_local, std::max(1, d_.L * d_.C), "bm_gam");
+    need(rms_[t], n_local, d_.L + 1, "bm_rms");
+    need(q_[t], n_local, AD, "bm_q");
+    need(k_[t], n_all, AD, "bm_k");
+    need(smax_[t], n_local, A, "bm_smax");
+    need(zsum_[t], n_local, A, "bm_zsum");
+    need(argmax_[t], n_local, A, "bm_argmax");
+  }
+  need(dh_, n_all, KC, "bm_dh");
+  need(dh_prev_, n_all, KC, "bm_dh_prev");
+  need(dm_, n_local, KC, "bm_dm");
+  need(do_, n_local, KC, "bm_do");
+  need(obar_, n_local, A, "bm_obar");
+  need(edge_p_, n_edges, A, "bm_edge_p");
+  need(edge_ds_, n_edges, A, "bm_edge_ds");
+  if (edge_grad_.extent(0) != static_cast<size_t>(n_edges))
+    edge_grad_ = Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace>("bm_edge_grad", n_edges);
+  if (edge_recv_.extent(0) != static_cast<size_t>(n_edges))
+    edge_recv_ = Kokkos::View<int*, ExecSpace>("bm_edge_recv", n_edges);
+  if (send_offsets_.extent(0) != static_cast<size_t>(n_all + 1))
+    send_offsets_ = Kokkos::View<int*, ExecSpace>("bm_send_offsets", n_all + 1);
+  if (send_edges_.extent(0) != static_cast<size_t>(n_edges))
+    send_edges_ = Kokkos::View<int*, ExecSpace>("bm_send_edges", n_edges);
+}
+
+template <class T, class ExecSpace>
+void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
+                                  Results<ExecSpace>& out) {
+  using namespace model_detail;
+  using Policy = Kokkos::RangePolicy<ExecSpace>;
+  const int nl = graph.n_local, na = graph.n_all;
+  const int n_edges = nl > 0 ? static_cast<int>(graph.senders.extent(0)) : 0;
+  n_edges_ = n_edges;
+  if (na > nl && !exchange && d_.T_layers > 1)
+    throw std::runtime_error("Batmobile model: ghost atoms with more than one layer need a GhostExchange");
+  ensure_capacity(nl, na, n_edges);
+  const auto md = d_;
+  const int K = md.K, C = md.C, KC = K * C, L = md.L, A = md.A, dk = md.dk, AD = A * dk, P = md.P;
+  const int CperA = C / A;
+  const T inv_sqrt_dk = T(1) / Kokkos::Experimental::sqrt(T(dk));
+  auto x = graph.x;
+  auto species = graph.species;
+  auto roff = graph.recv_offsets;
+  auto snd = graph.senders;
+
+  // Sender-grouped CSR (deterministic order: by edge id), built on the host once per call.
+  {
+    auto h_roff = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), roff);
+    auto h_snd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), snd);
+    auto h_recv = Kokkos::create_mirror_view(edge_recv_);
+    auto h_soff = Kokkos::create_mirror_view(send_offsets_);
+    auto h_sedge = Kokkos::create_mirror_view(send_edges_);
+    for (int i = 0; i <= na; ++i) h_soff(i) = 0;
+    for (int i = 0; i < nl; ++i)
+      for (int e = h_roff(i); e < h_roff(i + 1); ++e) {
+        h_recv(e) = i;
+        const int j = h_snd(e);
+        if (j < 0 || j >= na) throw std::runtime_error("Batmobile model: sender index out of range");
+        ++h_soff(j + 1);
+      }
+    for (int j = 0; j < na; ++j) h_soff(j + 1) += h_soff(j);
+    std::vector<int> fill(na);
+    for (int j = 0; j < na; ++j) fill[j] = h_soff(j);
+    for (int e = 0; e < n_edges; ++e) h_sedge(fill[h_snd(e)]++) = e;
+    Kokkos::deep_copy(edge_recv_, h_recv);
+    Kokkos::deep_copy(send_offsets_, h_soff);
+    Kokkos::deep_copy(send_edges_, h_sedge);
+  }
+  auto erecv = edge_recv_;
+  auto soff = send_offsets_;
+  auto sedge = send_edges_;
+
+  // Embedding (owned and ghost atoms alike: it depends only on the species).
+  {
+    auto h0 = h_[0];
+    Kokkos::parallel_for(
+        "bm_embed", Policy(0, na), KOKKOS_LAMBDA(int n) {
+          const int s = species(n);
+          for (int x_ = 0; x_ < KC; ++x_) h0(n, x_) = 0;
+          if (s >= 0)
+            for (int c = 0; c < C; ++c) h0(n, c) = md.w(md.o_embed + s * C + c);
+        });
+  }
+
+  // ------------------------------------------------------------------ forward
+  for (int t = 0; t < md.T_layers; ++t) {
+    const int lb = md.layer_base + t * md.layer_size;
+    auto h = h_[t];
+    auto hn = h_[t + 1];
+    auto mv = m_[t];
+    auto ov = o_[t];
+    auto zv = z_[t];
+    auto hpv = hp_[t];
+    auto gamv = gam_[t];
+    auto rmsv = rms_[t];
+    auto qv = q_[t];
+    auto kv = k_[t];
+    auto smax = smax_[t];
+    auto zsum = zsum_[t];
+    auto amax = argmax_[t];
+    Kokkos::parallel_for(
+        "bm_qk", Policy(0, na), KOKKOS_LAMBDA(int n) {
+          for (int r = 0; r < AD; ++r) {
+            T ak = 0, aq = 0;
+            for (int c = 0; c < C; ++c) {
+              ak += md.w(lb + md.o_Wk + r * C + c) * h(n, c);
+              aq += md.w(lb + md.o_Wq + r * C + c) * h(n, c);
+            }
+            kv(n, r) = ak;
+            if (n < nl) qv(n, r) = aq;
+          }
+        });
+    Kokkos::parallel_for(
+        "bm_layer_forward", Policy(0, nl), KOKKOS_LAMBDA(int i) {
+          const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
+          T M[kMaxHeads], Z[kMaxHeads];
+          int arg[kMaxHeads];
+          for (int a = 0; a < A; ++a) M[a] = -1e30, Z[a] = 0, arg[a] = -1;
+          EdgeGeom<T> g;
+          // pass 1: per-head maximum logit
+          for (int e = roff(i); e < roff(i + 1); ++e) {
+            const int j = snd(e);
+            const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
+            edge_geometry<T>(md, xi, xj, false, g);
+            for (int a = 0; a < A; ++a) {
+              T s = 0;
+              for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
+              s *= inv_sqrt_dk;
+              for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
+              if (s >= M[a]) M[a] = s, arg[a] = e;
+            }
+          }
+          for (int a = 0; a < A; ++a)
+            if (arg[a] < 0) M[a] = 0;
+          // pass 2: message and attention sums
+          T macc[kMaxK * kMaxC], oacc[kMaxK * kMaxC], V[kMaxK * kMaxC];
+          T a1[kMaxH], R0[2 * kMaxPaths * kMaxC];
+          for (int x_ = 0; x_ < KC; ++x_) macc[x_] = 0, oacc[x_] = 0;
+          for (int e = roff(i); e < roff(i + 1); ++e) {
+            const int j = snd(e);
+            const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
+            edge_geometry<T>(md, xi, xj, false, g);
+            radial_mlp<T>(md, lb, g.B, a1, R0);
+            const T* hj = &h(j, 0);
+            tensor_product<T>(md, hj, R0, g.env, g.Y, macc);
+            for (int x_ = 0; x_ < KC; ++x_) V[x_] = 0;
+            tensor_product<T>(md, hj, R0 + P * C, g.env, g.Y, V);
+            T ex[kMaxHeads];
+            for (int a = 0; a < A; ++a) {
+              T s = 0;
+              for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
+              s *= inv_sqrt_dk;
+              for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
+              ex[a] = Kokkos::Experimental::exp(s - M[a]) * g.env;
+              Z[a] += ex[a];
+            }
+            for (int k = 0; k < K; ++k)
+              for (int c = 0; c < C; ++c) oacc[k * C + c] += ex[c / CperA] * V[k * C + c];
+          }
+          for (int a = 0; a < A; ++a) smax(i, a) = M[a], zsum(i, a) = Z[a], amax(i, a) = arg[a];
+          for (int k = 0; k < K; ++k)
+            for (int c = 0; c < C; ++c) {
+              mv(i, k * C + c) = macc[k * C + c] * md.inv_avg;
+              ov(i, k * C + c) = oacc[k * C + c] / (Z[c / CperA] + T(kSoftmaxEps));
+            }
+          // mix and gate
+          T act[kMaxK * kMaxC];
+          for (int o = 0; o < C; ++o) {
+            T z0 = md.w(lb + md.o_b0 + o);
+            for (int c = 0; c < C; ++c)
+              z0 += md.w(lb + md.o_Wm0 + o * C + c) * mv(i, c) + md.w(lb + md.o_Wo0 + o * C + c) * ov(i, c);
+            zv(i, o) = z0;
+            act[o] = silu(z0);
+          }
+          for (int o = 0; o < L * C; ++o) {
+            T gm = md.w(lb + md.o_bg + o);
+            for (int c = 0; c < C; ++c)
+              gm += md.w(lb + md.o_Wgm + o * C + c) * mv(i, c) + md.w(lb + md.o_Wgo + o * C + c) * ov(i, c);
+            gamv(i, o) = gm;
+          }
+          for (int l = 1; l <= L; ++l)
+            for (int m = 0; m < 2 * l + 1; ++m) {
+              const int k = l * l + m;
+              for (int o = 0; o < C; ++o) {
+                T zz = 0;
+                for (int c = 0; c < C; ++c)
+                  zz += md.w(lb + md.o_Wm[l] + o * C + c) * mv(i, k * C + c) +
+                        md.w(lb + md.o_Wo[l] + o * C + c) * ov(i, k * C + c);
+                zv(i, k * C + o) = zz;
+                act[k * C + o] = zz * sigmoid(gamv(i, (l - 1) * C + o));
+              }
+            }
+          // update, residual, RMS norm per l
+          for (int l = 0; l <= L; ++l) {
+            T ss = 0;
+            for (int m = 0; m < 2 * l + 1; ++m) {
+              const int k = l * l + m;
+              for (int o = 0; o < C; ++o) {
+                T v = h(i, k * C + o);
+                for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wu[l] + o * C + c) * act[k * C + c];
+                hpv(i, k * C + o) = v;
+                ss += v * v;
+              }
+            }
+            const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
+            rmsv(i, l) = rms;
+            for (int m = 0; m < 2 * l + 1; ++m) {
+              const int k = l * l + m;
+              for (int o = 0; o < C; ++o) hn(i, k * C + o) = hpv(i, k * C + o) * md.w(lb + md.o_gn[l] + o) / rms;
+            }
+          }
+        });
+    if (exchange && na > nl) exchange->forward(hn);
+  }
+
+  // ------------------------------------------------------------------ readout and its adjoint
+  auto hT = h_[md.T_layers];
+  auto dh = dh_;  // adjoint w.r.t. the output of the current layer
+  double energy = 0;
+  const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
+  auto eatom = out.eatom;
+  Kokkos::deep_copy(dh, T(0));
+  Kokkos::parallel_reduce(
+      "bm_readout", Policy(0, nl),
+      KOKKOS_LAMBDA(int i, double& esum) {
+        const int s = species(i);
+        if (s < 0) {
+          if (want_eatom) eatom(i) = 0;
+          return;
+        }
+        T e = md.w(md.o_rb2);
+        T dpre[kMaxHr];
+        for (int r = 0; r < md.Hr; ++r) {
+          T a = md.w(md.o_rb1 + r);
+          for (int c = 0; c < C; ++c) a += md.w(md.o_rW1 + r * C + c) * hT(i, c);
+          e += md.w(md.o_rw2 + r) * silu(a);
+          dpre[r] = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
+        }
+        for (int c = 0; c < C; ++c) {
+          T acc = 0;
+          for (int r = 0; r < md.Hr; ++r) acc += md.w(md.o_rW1 + r * C + c) * dpre[r];
+          dh(i, c) = acc;
+        }
+        const double Ei = double(md.energy_scale) * double(e) + md.E_ref(s);
+        if (want_eatom) eatom(i) = Ei;
+        esum += Ei;
+      },
+      energy);
+  out.energy = energy;
+
+  // ------------------------------------------------------------------ adjoint, layer by layer
+  auto egrad = edge_grad_;
+  Kokkos::deep_copy(egrad, 0.0);
+  auto dmv = dm_;
+  auto dov = do_;
+  auto obar = obar_;
+  auto ep = edge_p_;
+  auto eds = edge_ds_;
+  for (int t = md.T_layers - 1; t >= 0; --t) {
+    const int lb = md.layer_base + t * md.layer_size;
+    auto h = h_[t];
+    auto mv = m_[t];
+    auto ov = o_[t];
+    auto zv = z_[t];
+    auto hpv = hp_[t];
+    auto gamv = gam_[t];
+    auto rmsv = rms_[t];
+    auto qv = q_[t];
+    auto kv = k_[t];
+    auto smax = smax_[t];
+    auto zsum = zsum_[t];
+    auto amax = argmax_[t];
+    auto dhin = dh_prev_;  // adjoint w.r.t. the input h of layer t
+    Kokkos::deep_copy(dhin, T(0));
+    // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
+    Kokkos::parallel_for(
+        "bm_node_adjoint", Policy(0, nl), KOKKOS_LAMBDA(int i) {
+          T dhp[kMaxK * kMaxC], da[kMaxK * kMaxC], dz[kMaxK * kMaxC], dgam[kMaxL * kMaxC];
+          for (int l = 0; l <= L; ++l) {
+            const T rms = rmsv(i, l);
+            T dot = 0;
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
+              for (int c = 0; c < C; ++c) dot += dh(i, k * C + c) * md.w(lb + md.o_gn[l] + c) * hpv(i, k * C + c);
+            const T coef = dot / (T((2 * l + 1) * C) * rms * rms * rms);
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
+              for (int c = 0; c < C; ++c)
+                dhp[k * C + c] = md.w(lb + md.o_gn[l] + c) * dh(i, k * C + c) / rms - hpv(i, k * C + c) * coef;
+          }
+          for (int x_ = 0; x_ < KC; ++x_) dhin(i, x_) = dhp[x_];
+          for (int l = 0; l <= L; ++l)
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
+              for (int c = 0; c < C; ++c) {
+                T acc = 0;
+                for (int o = 0; o < C; ++o) acc += md.w(lb + md.o_Wu[l] + o * C + c) * dhp[k * C + o];
+                da[k * C + c] = acc;
+              }
+          for (int c = 0; c < C; ++c) dz[c] = da[c] * silu_grad(zv(i, c));
+          for (int x_ = 0; x_ < L * C; ++x_) dgam[x_] = 0;
+          for (int l = 1; l <= L; ++l)
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
+              for (int c = 0; c < C; ++c) {
+                const T sg = sigmoid(gamv(i, (l - 1) * C + c));
+                dz[k * C + c] = da[k * C + c] * sg;
+                dgam[(l - 1) * C + c] += da[k * C + c] * zv(i, k * C + c) * sg * (T(1) - sg);
+              }
+          for (int c = 0; c < C; ++c) {
+            T am = 0, ao = 0;
+            for (int o = 0; o < C; ++o) {
+              am += md.w(lb + md.o_Wm0 + o * C + c) * dz[o];
+              ao += md.w(lb + md.o_Wo0 + o * C + c) * dz[o];
+            }
+            for (int o = 0; o < L * C; ++o) {
+              am += md.w(lb + md.o_Wgm + o * C + c) * dgam[o];
+              ao += md.w(lb + md.o_Wgo + o * C + c) * dgam[o];
+            }
+            dmv(i, c) = am;
+            dov(i, c) = ao;
+          }
+          for (int l = 1; l <= L; ++l)
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
+              for (int c = 0; c < C; ++c) {
+                T am = 0, ao = 0;
+                for (int o = 0; o < C; ++o) {
+                  am += md.w(lb + md.o_Wm[l] + o * C + c) * dz[k * C + o];
+                  ao += md.w(lb + md.o_Wo[l] + o * C + c) * dz[k * C + o];
+                }
+                dmv(i, k * C + c) = am;
+                dov(i, k * C + c) = ao;
+              }
+          for (int a = 0; a < A; ++a) {
+            T acc = 0;
+            for (int k = 0; k < K; ++k)
+              for (int c = a * CperA; c < (a + 1) * CperA; ++c) acc += dov(i, k * C + c) * ov(i, k * C + c);
+            obar(i, a) = acc;
+          }
+        });
+    // (b) per receiver: edge geometry adjoint (dE/dr per edge), query adjoint; saves P and dE/ds per edge
+    Kokkos::parallel_for(
+        "bm_edge_adjoint_receiver", Policy(0, nl), KOKKOS_LAMBDA(int i) {
+          const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
+          T dq[kMaxAttnWidth];
+          for (int r = 0; r < AD; ++r) dq[r] = 0;
+          EdgeGeom<T> g;
+          T a1[kMaxH], R0[2 * kMaxPaths * kMaxC], dR[2 * kMaxPaths * kMaxC], V[kMaxK * kMaxC];
+          T dY[kMaxK], dYdu[kMaxK][3];
+          for (int e = roff(i); e < roff(i + 1); ++e) {
+            const int j = snd(e);
+            const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
+            edge_geometry<T>(md, xi, xj, true, g);
+            radial_mlp<T>(md, lb, g.B, a1, R0);
+            const T* hj = &h(j, 0);
+            for (int x_ = 0; x_ < KC; ++x_) V[x_] = 0;
+            tensor_product<T>(md, hj, R0 + P * C, g.env, g.Y, V);
+            T Pa[kMaxHeads], ds[kMaxHeads], du = 0;
+            for (int a = 0; a < A; ++a) {
+              T s = 0;
+              for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
+              s *= inv_sqrt_dk;
+              for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
+              const T expo = Kokkos::Experimental::exp(s - smax(i, a));
+              const T ex = expo * g.env;
+              const T denom = zsum(i, a) + T(kSoftmaxEps);
+              Pa[a] = ex / denom;
+              T D = 0;
+              for (int k = 0; k < K; ++k)
+                for (int c = a * CperA; c < (a + 1) * CperA; ++c) D += dov(i, k * C + c) * V[k * C + c];
+              const T dEde = (D - obar(i, a)) / denom;
+              ds[a] = dEde * ex;
+              // the max is taken from the argmax edge; E depends on it only through the softmax epsilon
+              if (amax(i, a) == e) ds[a] += -obar(i, a) * T(kSoftmaxEps) / denom;
+              du += dEde * expo;
+              ep(e, a) = Pa[a];
+              eds(e, a) = ds[a];
+              for (int q = 0; q < dk; ++q) dq[a * dk + q] += ds[a] * kv(j, a * dk + q) * inv_sqrt_dk;
+            }
+            // tensor-product adjoints w.r.t. the path weights and the spherical harmonics
+            for (int x_ = 0; x_ < 2 * P * C; ++x_) dR[x_] = 0;
+            for (int k = 0; k < K; ++k) dY[k] = 0;
+            for (int n = 0; n < md.nnz; ++n) {
+              const int k1 = md.cg_k1(n), k2 = md.cg_k2(n), k3 = md.cg_k3(n), p = md.cg_path(n);
+              const T cf = md.cg_coef(n), cy = cf * g.Y[k2];
+              T ydot = 0;
+              for (int c = 0; c < C; ++c) {
+                const T hy = hj[k1 * C + c];
+                const T gm = dmv(i, k3 * C + c) * md.inv_avg;
+                const T go = Pa[c / CperA] * dov(i, k3 * C + c);
+                dR[p * C + c] += cy * hy * gm;
+                dR[P * C + p * C + c] += cy * hy * go;
+                ydot += hy * (R0[p * C + c] * gm + R0[P * C + p * C + c] * go);
+              }
+              dY[k2] += cf * g.env * ydot;
+            }
+            // radial adjoint: R = env * W2 silu(W1 B + b1)
+            T ds1[kMaxH];
+            for (int hh = 0; hh < md.H; ++hh) ds1[hh] = 0;
+            for (int o = 0; o < 2 * P * C; ++o) {
+              du += dR[o] * R0[o];
+              const T gr = dR[o] * g.env;
+              for (int hh = 0; hh < md.H; ++hh) ds1[hh] += md.w(lb + md.o_W2 + o * md.H + hh) * gr;
+            }
+            T dB[kMaxNB];
+            for (int n = 0; n < md.NB; ++n) {
+              T acc = 0;
+              for (int a = 0; a < A; ++a) acc += md.w(lb + md.o_Wg + a * md.NB + n) * ds[a];
+              dB[n] = acc;
+            }
+            for (int hh = 0; hh < md.H; ++hh) {
+              const T da1 = ds1[hh] * silu_grad(a1[hh]);
+              for (int n = 0; n < md.NB; ++n) dB[n] += md.w(lb + md.o_W1 + hh * md.NB + n) * da1;
+            }
+            T dd = du * g.denv;
+            for (int n = 0; n < md.NB; ++n) dd += dB[n] * g.dB[n];
+            sh_gradient<T>(L, g.u_hat, dYdu);
+            T G[3] = {0, 0, 0};
+            for (int k = 0; k < K; ++k)
+              for (int a = 0; a < 3; ++a) G[a] += dY[k] * dYdu[k][a];
+            const T Gu = G[0] * g.u_hat[0] + G[1] * g.u_hat[1] + G[2] * g.u_hat[2];
+            for (int a = 0; a < 3; ++a)
+              egrad(e, a) += double(dd * g.u_hat[a] + (G[a] - Gu * g.u_hat[a]) / g.d);
+          }
+          for (int c = 0; c < C; ++c) {
+            T acc = 0;
+            for (int r = 0; r < AD; ++r) acc += md.w(lb + md.o_Wq + r * C + c) * dq[r];
+            dhin(i, c) += acc;
+          }
+        });
+    // (c) per sender (owned and ghost): gather of the feature adjoints, no atomics
+    Kokkos::parallel_for(
+        "bm_edge_adjoint_sender", Policy(0, na), KOKKOS_LAMBDA(int j) {
+          if (soff(j) == soff(j + 1)) return;
+          const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
+          T acc[kMaxK * kMaxC], dkj[kMaxAttnWidth];
+          for (int x_ = 0; x_ < KC; ++x_) acc[x_] = 0;
+          for (int r = 0; r < AD; ++r) dkj[r] = 0;
+          EdgeGeom<T> g;
+          T a1[kMaxH], R0[2 * kMaxPaths * kMaxC];
+          for (int q_ = soff(j); q_ < soff(j + 1); ++q_) {
+            const int e = sedge(q_);
+            const int i = erecv(e);
+            const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
+            edge_geometry<T>(md, xi, xj, false, g);
+            radial_mlp<T>(md, lb, g.B, a1, R0);
+            for (int n = 0; n < md.nnz; ++n) {
+              const int k1 = md.cg_k1(n), k3 = md.cg_k3(n), p = md.cg_path(n);
+              const T cy = md.cg_coef(n) * g.Y[md.cg_k2(n)] * g.env;
+              for (int c = 0; c < C; ++c)
+                acc[k1 * C + c] += cy * (R0[p * C + c] * dmv(i, k3 * C + c) * md.inv_avg +
+                                         R0[P * C + p * C + c] * ep(e, c / CperA) * dov(i, k3 * C + c));
+            }
+            for (int a = 0; a < A; ++a)
+              for (int q = 0; q < dk; ++q) dkj[a * dk + q] += eds(e, a) * qv(i, a * dk + q) * inv_sqrt_dk;
+          }
+          for (int x_ = 0; x_ < KC; ++x_) dhin(j, x_) += acc[x_];
+          for (int c = 0; c < C; ++c) {
+            T s = 0;
+            for (int r = 0; r < AD; ++r) s += md.w(lb + md.o_Wk + r * C + c) * dkj[r];
+            dhin(j, c) += s;
+          }
+        });
+    // Ghost rows of layer t's input are copies of owners' layer t-1 outputs: fold their adjoints.
+    if (t > 0 && exchange && na > nl) exchange->reverse(dhin);
+    Kokkos::deep_copy(dh, dhin);
+  }
+
+  // ------------------------------------------------------------------ forces and virial from per-edge dE/dr
+  auto f = out.f;
+  if (f.extent(0) < static_cast<size_t>(na))
+    throw std::runtime_error("Batmobile model: force view smaller than n_all");
+  Kokkos::parallel_for(
+      "bm_forces", Policy(0, na), KOKKOS_LAMBDA(int n) {
+        double F[3] = {0, 0, 0};
+        if (n < nl)
+          for (int e = roff(n); e < roff(n + 1); ++e)
+            for (int a = 0; a < 3; ++a) F[a] += egrad(e, a);
+        for (int q = soff(n); q < soff(n + 1); ++q)
+          for (int a = 0; a < 3; ++a) F[a] -= egrad(sedge(q), a);
+        for (int a = 0; a < 3; ++a) f(n, a) = F[a];
+      });
+  // edge tally -r (x) dE/dr in LAMMPS order xx yy zz xy xz yz
+  model_detail::V6 vir;
+  Kokkos::parallel_reduce(
+      "bm_virial", Policy(0, n_edges),
+      KOKKOS_LAMBDA(int e, model_detail::V6& acc) {
+        const int i = erecv(e), j = snd(e);
+        double r[3];
+        for (int a = 0; a < 3; ++a) r[a] = x(j, a) - x(i, a);
+        acc.v[0] -= r[0] * egrad(e, 0);
+        acc.v[1] -= r[1] * egrad(e, 1);
+        acc.v[2] -= r[2] * egrad(e, 2);
+        acc.v[3] -= r[0] * egrad(e, 1);
+        acc.v[4] -= r[0] * egrad(e, 2);
+        acc.v[5] -= r[1] * egrad(e, 2);
+      },
+      vir);
+  for (int a = 0; a < 6; ++a) out.virial[a] = vir.v[a];
+  auto vatom = out.vatom;
+  if (vatom.extent(0) >= static_cast<size_t>(na) && na > 0) {
+    Kokkos::parallel_for(
+        "bm_vatom", Policy(0, na), KOKKOS_LAMBDA(int n) {
+          double v[6] = {0, 0, 0, 0, 0, 0};
+          auto tally = [&](int e) {
+            const int i = erecv(e), j = snd(e);
+            double r[3];
+            for (int a = 0; a < 3; ++a) r[a] = x(j, a) - x(i, a);
+            v[0] -= 0.5 * r[0] * egrad(e, 0);
+            v[1] -= 0.5 * r[1] * egrad(e, 1);
+            v[2] -= 0.5 * r[2] * egrad(e, 2);
+            v[3] -= 0.5 * r[0] * egrad(e, 1);
+            v[4] -= 0.5 * r[0] * egrad(e, 2);
+            v[5] -= 0.5 * r[1] * egrad(e, 2);
+          };
+          if (n < nl)
+            for (int e = roff(n); e < roff(n + 1); ++e) tally(e);
+          for (int q = soff(n); q < soff(n + 1); ++q) tally(sedge(q));
+          for (int a = 0; a < 6; ++a) vatom(n, a) = v[a];
+        });
+  }
+  Kokkos::fence();
+}
+
+}  // namespace batmobile

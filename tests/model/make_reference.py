@@ -1,0 +1,136 @@
+"""Writes a randomly initialised (fixed seed) Batmobile model file and float64 reference results for the C++
+model tests, using the PyTorch reference model (python/batmobile/model.py, autograd forces/virials).
+
+    PYTHONPATH=python /usr/bin/python3 tests/model/make_reference.py OUTDIR
+
+Writes OUTDIR/model_double.pt (and variants for the loader tests) and OUTDIR/ref_<name>.txt (one
+"key n v1 ... vn" line per quantity). The exporter below follows docs/model.md "Model file" directly; if the
+Python package provides its own exporter (batmobile.export), that one is used so the contract is tested end to end.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+from batmobile.model import BatmobileModel, Hyperparameters, evaluate_structure, virial_voigt
+from batmobile.neighbors import neighbor_list
+
+torch.set_default_dtype(torch.float64)
+
+
+class _Holder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self) -> int:
+        return 0
+
+
+def _module_tree(buffers):
+    root = _Holder()
+    for name, value in buffers.items():
+        parts = name.split(".")
+        mod = root
+        for p in parts[:-1]:
+            if not hasattr(mod, p):
+                mod.add_module(p, _Holder())
+            mod = getattr(mod, p)
+        mod.register_buffer(parts[-1], value)
+    return root
+
+
+def export_contract(model, path, header_overrides=None, drop=None):
+    """docs/model.md "Model file": float64 buffers with the parameter names, meta.<key>, meta.header_json."""
+    hp = model.hp
+    buffers = {}
+    for name, t in list(model.named_parameters()) + [("E_ref", model.E_ref)]:
+        buffers[name] = t.detach().to(torch.float64).clone()
+    for key in ["r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale", "min_distance"]:
+        buffers["meta." + key] = torch.tensor(float(getattr(hp, key)), dtype=torch.float64)
+    header = {"format": "batmobile", "version": 1, "species": list(hp.species), "units": "metal"}
+    header.update(header_overrides or {})
+    buffers["meta.header_json"] = torch.tensor(list(json.dumps(header).encode()), dtype=torch.uint8)
+    for d in drop or []:
+        buffers.pop(d)
+    torch.jit.save(torch.jit.script(_module_tree(buffers)), path)
+
+
+def make_model():
+    hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=2, C=8, T=2, NB=6, H=12, A=2, dk=4, Hr=8,
+                         avg_num_neighbors=12.0, energy_scale=0.7, min_distance=0.8)
+    model = BatmobileModel(hp, seed=1234)
+    with torch.no_grad():
+        model.E_ref.copy_(torch.tensor([-2.5, -0.4]))
+        # non-trivial biases and norm gains so that every term of the adjoint is exercised
+        g = torch.Generator().manual_seed(99)
+        for name, p in model.named_parameters():
+            if name.endswith(("b1", "b0", "bg", "b2")) or ".norm.g" in name:
+                p.add_(0.3 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def configurations():
+    rng = np.random.default_rng(7)
+    confs = {}
+    # periodic box smaller than 2 r_c: several images of the same atom are neighbours
+    n = 9
+    cell = np.array([[5.5, 0.0, 0.0], [0.4, 6.0, 0.0], [-0.3, 0.5, 5.8]])
+    frac = rng.random((n, 3))
+    pos = frac @ cell
+    confs["periodic"] = (pos, cell, (True, True, True), rng.integers(0, 2, n))
+    # isolated cluster (no periodicity), includes a nearly isolated atom
+    pos = rng.normal(scale=1.6, size=(7, 3))
+    pos[6] = [9.0, 0.0, 0.0]
+    confs["cluster"] = (pos, np.eye(3) * 30.0, (False, False, False), np.array([0, 1, 1, 0, 1, 0, 1]))
+    return confs
+
+
+def reference(model, pos, cell, pbc, species):
+    sender, receiver, shifts = neighbor_list(pos, cell, model.hp.r_c, pbc)
+    out = evaluate_structure(model, torch.tensor(pos), torch.tensor(species), torch.tensor(cell),
+                             torch.tensor(sender), torch.tensor(receiver), torch.tensor(shifts), virial=True)
+    return {
+        "energy": [out["energy"].item()],
+        "atomic_energies": out["atomic_energies"].detach().numpy().ravel(),
+        "forces": out["forces"].detach().numpy().ravel(),
+        "virial": virial_voigt(out["virial"]).detach().numpy().ravel(),
+        "atomic_virial": virial_voigt(out["atomic_virial"]).detach().numpy().ravel(),
+    }
+
+
+def write_ref(path, pos, cell, pbc, species, ref):
+    with open(path, "w") as f:
+        def line(key, vals):
+            vals = list(np.asarray(vals, dtype=np.float64).ravel())
+            f.write(key + " " + str(len(vals)) + " " + " ".join(repr(float(v)) for v in vals) + "\n")
+        line("cell", cell)
+        line("pbc", [float(b) for b in pbc])
+        line("species", species)
+        line("positions", pos)
+        for k, v in ref.items():
+            line(k, v)
+
+
+def main(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    model = make_model()
+    export_contract(model, os.path.join(outdir, "model_double.pt"))
+    # loader error cases
+    export_contract(model, os.path.join(outdir, "bad_version.pt"), {"version": 99})
+    export_contract(model, os.path.join(outdir, "bad_format.pt"), {"format": "nequip"})
+    export_contract(model, os.path.join(outdir, "bad_units.pt"), {"units": "real"})
+    export_contract(model, os.path.join(outdir, "missing_tensor.pt"), drop=["layers.1.mix.Wo2"])
+    with open(os.path.join(outdir, "model_double.pt"), "rb") as f:
+        blob = f.read()
+    with open(os.path.join(outdir, "corrupt.pt"), "wb") as f:
+        f.write(blob[: len(blob) // 3])
+    for name, (pos, cell, pbc, species) in configurations().items():
+        write_ref(os.path.join(outdir, f"ref_{name}.txt"), pos, cell, pbc, species,
+                  reference(model, pos, cell, pbc, species))
+    print("wrote", outdir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,229 @@
+// C++ model vs the float64 PyTorch reference, finite differences, invariances, loader errors.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "model/graph_builder.hpp"
+#include "model/model.hpp"
+#include "model/model_file.hpp"
+
+using namespace batmobile;
+using Exec = Kokkos::DefaultExecutionSpace;
+
+static std::string g_ref_dir;
+
+struct Reference {
+  std::map<std::string, std::vector<double>> v;
+  std::vector<double> pos, cell;
+  std::vector<int> species;
+  bool pbc[3];
+};
+
+static Reference read_reference(const std::string& name) {
+  Reference r;
+  std::ifstream in(g_ref_dir + "/ref_" + name + ".txt");
+  if (!in) throw std::runtime_error("cannot read reference " + name);
+  std::string key;
+  size_t n;
+  while (in >> key >> n) {
+    std::vector<double> vals(n);
+    for (auto& x : vals) in >> x;
+    r.v[key] = vals;
+  }
+  r.pos = r.v.at("positions");
+  r.cell = r.v.at("cell");
+  for (double s : r.v.at("species")) r.species.push_back(static_cast<int>(s));
+  for (int a = 0; a < 3; ++a) r.pbc[a] = r.v.at("pbc")[a] != 0;
+  return r;
+}
+
+struct Evaluation {
+  double energy;
+  double virial[6];
+  std::vector<double> eatom, forces, vatom;  // owners only (ghost contributions folded)
+};
+
+template <class T>
+static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
+                           const std::vector<double>& cell, const bool* pbc) {
+  HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
+  Graph<Exec> g = upload_graph<Exec>(hg);
+  IndexMapGhostExchange<T, Exec> exchange(hg.n_local, hg.ghost_owner);
+  Results<Exec> res;
+  res.f = decltype(res.f)("f", hg.n_all);
+  res.eatom = decltype(res.eatom)("eatom", hg.n_local);
+  res.vatom = decltype(res.vatom)("vatom", hg.n_all);
+  model.compute(g, &exchange, res);
+  auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), res.f);
+  auto ea = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), res.eatom);
+  auto va = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), res.vatom);
+  Evaluation ev;
+  ev.energy = res.energy;
+  for (int a = 0; a < 6; ++a) ev.virial[a] = res.virial[a];
+  ev.forces.assign(3 * hg.n_local, 0.0);
+  ev.vatom.assign(6 * hg.n_local, 0.0);
+  for (int n = 0; n < hg.n_all; ++n) {
+    const int owner = n < hg.n_local ? n : hg.ghost_owner[n - hg.n_local];
+    for (int a = 0; a < 3; ++a) ev.forces[3 * owner + a] += f(n, a);
+    for (int a = 0; a < 6; ++a) ev.vatom[6 * owner + a] += va(n, a);
+  }
+  for (int i = 0; i < hg.n_local; ++i) ev.eatom.push_back(ea(i));
+  return ev;
+}
+
+static double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
+  return num / std::max(den, 1e-300);
+}
+
+static ModelFile load(const std::string& name = "model_double.pt") { return load_model_file(g_ref_dir + "/" + name); }
+
+template <class T>
+static void compare_with_reference(const std::string& conf, double tol) {
+  Model<T, Exec> model(load());
+  Reference r = read_reference(conf);
+  Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
+  const double E = r.v.at("energy")[0];
+  EXPECT_LE(std::fabs(ev.energy - E) / std::fabs(E), tol) << conf << " energy " << ev.energy << " vs " << E;
+  EXPECT_LE(rel_err(ev.eatom, r.v.at("atomic_energies")), tol) << conf;
+  EXPECT_LE(rel_err(ev.forces, r.v.at("forces")), tol) << conf;
+  EXPECT_LE(rel_err(std::vector<double>(ev.virial, ev.virial + 6), r.v.at("virial")), tol) << conf;
+  EXPECT_LE(rel_err(ev.vatom, r.v.at("atomic_virial")), tol) << conf;
+  double sum = 0;
+  for (double e : ev.eatom) sum += e;
+  EXPECT_NEAR(sum, ev.energy, 1e-12 * std::fabs(ev.energy) + (sizeof(T) == 4 ? 1e-6 * std::fabs(ev.energy) : 0));
+  std::printf("[%s %s] rel err: E %.2e  F %.2e  W %.2e  Watom %.2e\n", conf.c_str(), sizeof(T) == 8 ? "double" : "float",
+              std::fabs(ev.energy - E) / std::fabs(E), rel_err(ev.forces, r.v.at("forces")),
+              rel_err(std::vector<double>(ev.virial, ev.virial + 6), r.v.at("virial")),
+              rel_err(ev.vatom, r.v.at("atomic_virial")));
+}
+
+TEST(ModelReference, PeriodicDouble) { compare_with_reference<double>("periodic", 1e-9); }
+TEST(ModelReference, ClusterDouble) { compare_with_reference<double>("cluster", 1e-9); }
+TEST(ModelReference, PeriodicFloat) { compare_with_reference<float>("periodic", 1e-4); }
+TEST(ModelReference, ClusterFloat) { compare_with_reference<float>("cluster", 1e-4); }
+
+TEST(ModelFiniteDifference, ForcesAndStrain) {
+  Model<double, Exec> model(load());
+  Reference r = read_reference("periodic");
+  Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
+  const double h = 1e-5;
+  double worst = 0, scale = 0;
+  for (size_t q = 0; q < r.pos.size(); ++q) {
+    auto p = r.pos, m = r.pos;
+    p[q] += h;
+    m[q] -= h;
+    const double fd = -(evaluate(model, p, r.species, r.cell, r.pbc).energy -
+                        evaluate(model, m, r.species, r.cell, r.pbc).energy) / (2 * h);
+    worst = std::max(worst, std::fabs(fd - ev.forces[q]));
+    scale = std::max(scale, std::fabs(ev.forces[q]));
+  }
+  EXPECT_LE(worst / scale, 1e-6) << "finite-difference forces";
+  // virial W_ab = -dE/d(eps_ab) under the homogeneous deformation x -> (1 + eps) x of positions and cell
+  const int comp[6][2] = {{0, 0}, {1, 1}, {2, 2}, {0, 1}, {0, 2}, {1, 2}};
+  for (int v = 0; v < 6; ++v) {
+    double Epm[2];
+    for (int s = 0; s < 2; ++s) {
+      double eps[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+      eps[comp[v][0]][comp[v][1]] += s == 0 ? h : -h;
+      auto deform = [&](std::vector<double> xs) {
+        for (size_t n = 0; n < xs.size() / 3; ++n) {
+          double y[3] = {0, 0, 0};
+          for (int a = 0; a < 3; ++a)
+            for (int b = 0; b < 3; ++b) y[a] += eps[a][b] * xs[3 * n + b];
+          for (int a = 0; a < 3; ++a) xs[3 * n + a] = y[a];
+        }
+        return xs;
+      };
+      Epm[s] = evaluate(model, deform(r.pos), r.species, deform(r.cell), r.pbc).energy;
+    }
+    const double fd = -(Epm[0] - Epm[1]) / (2 * h);
+    // the virial is symmetric for a rotation-invariant energy: compare with the symmetric part
+    EXPECT_NEAR(fd, ev.virial[v], 1e-6 * std::max(1.0, std::fabs(ev.virial[v]))) << "virial component " << v;
+  }
+}
+
+TEST(ModelInvariance, RotationTranslationPermutation) {
+  Model<double, Exec> model(load());
+  Reference r = read_reference("cluster");
+  Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
+  const int n = static_cast<int>(r.species.size());
+  // rotation about a generic axis plus translation
+  const double ang = 0.7, ax[3] = {0.48, -0.6, 0.64};
+  double R[3][3];
+  const double c = std::cos(ang), s = std::sin(ang);
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) R[a][b] = (a == b ? c : 0) + (1 - c) * ax[a] * ax[b];
+  R[0][1] -= s * ax[2], R[0][2] += s * ax[1], R[1][0] += s * ax[2], R[1][2] -= s * ax[0], R[2][0] -= s * ax[1],
+      R[2][1] += s * ax[0];
+  std::vector<double> pos2(3 * n);
+  for (int i = 0; i < n; ++i)
+    for (int a = 0; a < 3; ++a) {
+      pos2[3 * i + a] = 1.3 * (a + 1);
+      for (int b = 0; b < 3; ++b) pos2[3 * i + a] += R[a][b] * r.pos[3 * i + b];
+    }
+  Evaluation ev2 = evaluate(model, pos2, r.species, r.cell, r.pbc);
+  EXPECT_NEAR(ev2.energy, ev.energy, 1e-11 * std::fabs(ev.energy));
+  std::vector<double> rotF(3 * n, 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) rotF[3 * i + a] += R[a][b] * ev.forces[3 * i + b];
+  EXPECT_LE(rel_err(ev2.forces, rotF), 1e-10);
+  // permutation: reverse the atom order
+  std::vector<double> pos3(3 * n);
+  std::vector<int> sp3(n);
+  for (int i = 0; i < n; ++i) {
+    sp3[i] = r.species[n - 1 - i];
+    for (int a = 0; a < 3; ++a) pos3[3 * i + a] = r.pos[3 * (n - 1 - i) + a];
+  }
+  Evaluation ev3 = evaluate(model, pos3, sp3, r.cell, r.pbc);
+  EXPECT_NEAR(ev3.energy, ev.energy, 1e-11 * std::fabs(ev.energy));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(ev3.eatom[i], ev.eatom[n - 1 - i], 1e-11);
+    for (int a = 0; a < 3; ++a) EXPECT_NEAR(ev3.forces[3 * i + a], ev.forces[3 * (n - 1 - i) + a], 1e-10);
+  }
+}
+
+static void expect_load_error(const std::string& file, const std::string& fragment) {
+  try {
+    load_model_file(file);
+    ADD_FAILURE() << "no error for " << file;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << "message should name the file: " << e.what();
+  }
+}
+
+TEST(ModelLoader, Errors) {
+  expect_load_error(g_ref_dir + "/does_not_exist.pt", "cannot open");
+  expect_load_error(g_ref_dir + "/corrupt.pt", "not a readable TorchScript archive");
+  expect_load_error(g_ref_dir + "/bad_version.pt", "unsupported format version 99");
+  expect_load_error(g_ref_dir + "/bad_format.pt", "not a Batmobile model");
+  expect_load_error(g_ref_dir + "/bad_units.pt", "units 'real'");
+  expect_load_error(g_ref_dir + "/missing_tensor.pt", "missing tensor 'layers.1.mix.Wo2'");
+  ModelFile mf = load();
+  EXPECT_EQ(mf.hyper.species, (std::vector<std::string>{"O", "H"}));
+  EXPECT_EQ(map_species(mf.hyper, {"H", "NULL", "O"}), (std::vector<int>{1, -1, 0}));
+  EXPECT_THROW(map_species(mf.hyper, {"O", "C"}), std::runtime_error);
+}
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: test_model REFERENCE_DIR\n");
+    return 2;
+  }
+  g_ref_dir = argv[1];
+  Kokkos::initialize(argc, argv);
+  int rc = RUN_ALL_TESTS();
+  Kokkos::finalize();
+  return rc;
+}
