@@ -52,7 +52,7 @@ Graph<T, Device> make_graph(const std::vector<T>& x_flat, int n_recv, const std:
   for (int e = 0; e < E; ++e) se[sfill[es[e]]++] = e;
 
   auto to_dev = [](const std::vector<int>& v, const char* name) {
-    Kokkos::View<int*, Device> d(name, v.size());
+    Kokkos::View<int*, Device> d(std::string(name), v.size());
     auto hm = Kokkos::create_mirror_view(d);
     for (size_t k = 0; k < v.size(); ++k) hm(k) = v[k];
     Kokkos::deep_copy(d, hm);

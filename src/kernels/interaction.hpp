@@ -57,7 +57,7 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   constexpr int P = num_paths(L, false);
   if (NB > kMaxNB || dk > kMaxDk || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
   auto mk = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
-    Kokkos::View<T**, Kokkos::LayoutRight, Device> d(name, transpose ? cols : rows, transpose ? rows : cols);
+    Kokkos::View<T**, Kokkos::LayoutRight, Device> d(std::string(name), transpose ? cols : rows, transpose ? rows : cols);
     if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
     auto hm = Kokkos::create_mirror_view(d);
     for (int r = 0; r < rows; ++r)

@@ -1,0 +1,394 @@
+// Fused interaction + attention (docs/model.md steps 1-2): kernels vs an independent double reference, finite
+// differences of every adjoint output (forces on local and ghost atoms, dE/dh incl. the q/k paths, virial),
+// rotations, translations and neighbour permutations.
+#include "test_util.hpp"
+
+using namespace bt;
+
+namespace {
+
+struct Model {
+  int L, C, NB, H, A, dk;
+  double rc, avg;
+  std::vector<double> W1, b1, W2, Wg, Wq, Wk;
+};
+
+struct System {
+  int n_recv, n_total;
+  std::vector<double> x;          // (n_total, 3)
+  std::vector<int> recv, send;    // edges (any order, may contain pairs beyond r_c)
+  std::vector<double> h;          // (n_total, K, C)
+};
+
+Model make_model(int L, std::mt19937& rng) {
+  std::normal_distribution<double> g(0, 1);
+  Model M{L, 8, 5, 6, 2, 3, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
+  const int P = num_paths(L, false);
+  auto fill = [&](std::vector<double>& v, size_t n, double s) {
+    v.resize(n);
+    for (double& a : v) a = s * g(rng);
+  };
+  fill(M.W1, M.H * M.NB, 0.5);
+  fill(M.b1, M.H, 0.3);
+  fill(M.W2, 2 * P * M.C * M.H, 0.4);
+  fill(M.Wg, M.A * M.NB, 0.8);
+  fill(M.Wq, M.A * M.dk * M.C, 0.5);
+  fill(M.Wk, M.A * M.dk * M.C, 0.5);
+  return M;
+}
+
+System make_system(int L, int C, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0, 4.0);
+  std::normal_distribution<double> g(0, 1);
+  System S;
+  S.n_recv = 6;
+  S.n_total = 10;  // atoms 6..9 play the role of ghosts: senders only
+  S.x.resize(3 * S.n_total);
+  for (double& v : S.x) v = u(rng);
+  for (int i = 0; i < S.n_recv; ++i)
+    for (int j = 0; j < S.n_total; ++j)
+      if (i != j) {
+        S.recv.push_back(i);
+        S.send.push_back(j);
+      }
+  // shuffle the edge list: make_graph must group it
+  std::vector<int> perm(S.recv.size());
+  for (size_t k = 0; k < perm.size(); ++k) perm[k] = int(k);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int> r2, s2;
+  for (int k : perm) {
+    r2.push_back(S.recv[k]);
+    s2.push_back(S.send[k]);
+  }
+  S.recv = r2;
+  S.send = s2;
+  S.h.resize(size_t(S.n_total) * num_sh(L) * C);
+  for (double& v : S.h) v = g(rng);
+  return S;
+}
+
+// ---------------- independent double reference (plain loops, dense CG, explicit softmax) ----------------
+struct RefOut {
+  std::vector<double> m, o;  // (n_recv, K, C)
+};
+
+RefOut reference(const Model& M, const System& S, const std::vector<double>& x, const std::vector<double>& h) {
+  const int K = num_sh(M.L), C = M.C;
+  const auto& CG = dense_cg();
+  // path list and alpha, counted here independently of common.hpp
+  std::vector<std::array<int, 3>> paths;
+  for (int a = 0; a <= M.L; ++a)
+    for (int b = 0; b <= M.L; ++b)
+      for (int c = std::abs(a - b); c <= std::min(a + b, M.L); ++c)
+        if ((a + b + c) % 2 == 0) paths.push_back({a, b, c});
+  const int P = int(paths.size());
+  std::vector<double> alpha(P);
+  for (int p = 0; p < P; ++p) {
+    int n = 0;
+    for (auto& q : paths) n += q[2] == paths[p][2];
+    alpha[p] = std::sqrt((2.0 * paths[p][2] + 1) / n);
+  }
+  RefOut R;
+  R.m.assign(size_t(S.n_recv) * K * C, 0.0);
+  R.o.assign(size_t(S.n_recv) * K * C, 0.0);
+  const double pi = M_PI;
+  for (int i = 0; i < S.n_recv; ++i) {
+    // q_i
+    std::vector<double> q(M.A * M.dk, 0.0);
+    for (int a = 0; a < M.A * M.dk; ++a)
+      for (int c = 0; c < C; ++c) q[a] += M.Wq[a * C + c] * h[(size_t(i) * K) * C + c];
+    struct EdgeData {
+      std::vector<double> logits, tp_v;  // logits (A), values (K, C)
+      double u;
+    };
+    std::vector<EdgeData> edges;
+    for (size_t e = 0; e < S.recv.size(); ++e) {
+      if (S.recv[e] != i) continue;
+      const int j = S.send[e];
+      double r[3];
+      for (int a = 0; a < 3; ++a) r[a] = x[3 * j + a] - x[3 * i + a];
+      const double d = std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+      if (!(d < M.rc)) continue;
+      const auto Y = sh_reference(M.L, r);
+      const double xx = d / M.rc;
+      const double u = 1 - 28 * std::pow(xx, 6) + 48 * std::pow(xx, 7) - 21 * std::pow(xx, 8);
+      std::vector<double> B(M.NB);
+      for (int n = 0; n < M.NB; ++n) B[n] = std::sqrt(2 / M.rc) * std::sin((n + 1) * pi * d / M.rc) / d;
+      std::vector<double> hid(M.H);
+      for (int k = 0; k < M.H; ++k) {
+        double a = M.b1[k];
+        for (int n = 0; n < M.NB; ++n) a += M.W1[k * M.NB + n] * B[n];
+        hid[k] = a / (1 + std::exp(-a));
+      }
+      std::vector<double> Rw(2 * P * C, 0.0);
+      for (int q2 = 0; q2 < 2 * P * C; ++q2) {
+        for (int k = 0; k < M.H; ++k) Rw[q2] += M.W2[q2 * M.H + k] * hid[k];
+        Rw[q2] *= u;
+      }
+      // TP(h_j, w) and TP(h_j, wv)
+      std::vector<double> tpw(K * C, 0.0), tpv(K * C, 0.0);
+      for (int p = 0; p < P; ++p) {
+        const int l1 = paths[p][0], l2 = paths[p][1], l3 = paths[p][2];
+        for (int c = 0; c < C; ++c)
+          for (int a = 0; a < 2 * l1 + 1; ++a)
+            for (int b = 0; b < 2 * l2 + 1; ++b)
+              for (int k = 0; k < 2 * l3 + 1; ++k) {
+                const double t = alpha[p] * CG(l1, l2, l3, a, b, k) * h[(size_t(j) * K + l1 * l1 + a) * C + c] *
+                                 Y[l2 * l2 + b];
+                tpw[(l3 * l3 + k) * C + c] += Rw[p * C + c] * t;
+                tpv[(l3 * l3 + k) * C + c] += Rw[P * C + p * C + c] * t;
+              }
+      }
+      for (int k = 0; k < K * C; ++k) R.m[size_t(i) * K * C + k] += tpw[k] / M.avg;
+      EdgeData ed;
+      ed.u = u;
+      ed.tp_v = tpv;
+      for (int a = 0; a < M.A; ++a) {
+        double kj = 0, s = 0;
+        for (int e2 = 0; e2 < M.dk; ++e2) {
+          kj = 0;
+          for (int c = 0; c < C; ++c) kj += M.Wk[(a * M.dk + e2) * C + c] * h[(size_t(j) * K) * C + c];
+          s += q[a * M.dk + e2] * kj;
+        }
+        s /= std::sqrt(double(M.dk));
+        for (int n = 0; n < M.NB; ++n) s += M.Wg[a * M.NB + n] * B[n];
+        ed.logits.push_back(s);
+      }
+      edges.push_back(ed);
+    }
+    const int chead = C / M.A;
+    for (int a = 0; a < M.A; ++a) {
+      double mx = -1e300, Z = 0;
+      for (auto& ed : edges) mx = std::max(mx, ed.logits[a]);
+      for (auto& ed : edges) Z += std::exp(ed.logits[a] - mx) * ed.u;
+      for (auto& ed : edges) {
+        const double p = std::exp(ed.logits[a] - mx) * ed.u / (Z + 1e-9);
+        for (int k = 0; k < K; ++k)
+          for (int c = a * chead; c < (a + 1) * chead; ++c)
+            R.o[(size_t(i) * K + k) * C + c] += p * ed.tp_v[k * C + c];
+      }
+    }
+  }
+  return R;
+}
+
+template <class T>
+struct KernelRun {
+  Kokkos::View<T***, Kokkos::LayoutRight, Dev> m, o, gh;
+  Kokkos::View<double**, Kokkos::LayoutRight, Dev> f, vatom;
+};
+
+template <class T, int L>
+KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
+                         const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
+                         bool backward) {
+  const int K = num_sh(L), C = M.C;
+  std::vector<T> xt(x.begin(), x.end());
+  auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
+  auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk);
+  auto upload = [&](const std::vector<double>& src, int n, const char* name) {
+    Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
+    auto hm = Kokkos::create_mirror_view(v);
+    for (int a = 0; a < n; ++a)
+      for (int k = 0; k < K; ++k)
+        for (int c = 0; c < C; ++c) hm(a, k, c) = T(src[(size_t(a) * K + k) * C + c]);
+    Kokkos::deep_copy(v, hm);
+    return v;
+  };
+  KernelRun<T> out;
+  auto hv = upload(h, S.n_total, "h");
+  out.m = decltype(out.m)("m", S.n_recv, K, C);
+  out.o = decltype(out.m)("o", S.n_recv, K, C);
+  InteractionWork<T, Dev> work;
+  interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work);
+  if (backward) {
+    auto gmv = upload(gm, S.n_recv, "gm");
+    auto gov = upload(go, S.n_recv, "go");
+    out.gh = decltype(out.m)("gh", S.n_total, K, C);
+    out.f = decltype(out.f)("f", S.n_total, 3);
+    out.vatom = decltype(out.f)("vatom", S.n_total, 6);
+    interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work);
+  }
+  Kokkos::fence();
+  return out;
+}
+
+double energy(const RefOut& R, const std::vector<double>& gm, const std::vector<double>& go) {
+  double E = 0;
+  for (size_t k = 0; k < gm.size(); ++k) E += gm[k] * R.m[k] + go[k] * R.o[k];
+  return E;
+}
+
+template <int L>
+void check_forward_and_adjoint(unsigned seed) {
+  std::mt19937 rng(seed);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng);
+  const int K = num_sh(L), C = M.C;
+  std::normal_distribution<double> g(0, 1);
+  std::vector<double> gm(size_t(S.n_recv) * K * C), go(gm.size());
+  for (double& v : gm) v = g(rng);
+  for (double& v : go) v = g(rng);
+
+  const RefOut ref = reference(M, S, S.x, S.h);
+  auto kd = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true);
+  auto kf = run_kernels<float, L>(M, S, S.x, S.h, gm, go, true);
+  auto md = to_host(kd.m), od = to_host(kd.o), mf = to_host(kf.m), of = to_host(kf.o);
+  double scale = 0;
+  for (double v : ref.m) scale = std::max(scale, std::fabs(v));
+  for (double v : ref.o) scale = std::max(scale, std::fabs(v));
+  ASSERT_GT(scale, 1e-3);
+  for (int i = 0; i < S.n_recv; ++i)
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < C; ++c) {
+        const size_t idx = (size_t(i) * K + k) * C + c;
+        ASSERT_NEAR(md(i, k, c), ref.m[idx], 1e-12 * scale) << i << " " << k << " " << c;
+        ASSERT_NEAR(od(i, k, c), ref.o[idx], 1e-12 * scale) << i << " " << k << " " << c;
+        ASSERT_NEAR(mf(i, k, c), ref.m[idx], 2e-5 * scale);
+        ASSERT_NEAR(of(i, k, c), ref.o[idx], 2e-5 * scale);
+      }
+
+  // forces on every atom (ghost senders included) vs central differences of the reference energy
+  auto fd = to_host(kd.f), ff = to_host(kf.f);
+  const double eps = 1e-5;
+  double fscale = 0;
+  std::vector<double> fref(3 * S.n_total);
+  for (int n = 0; n < S.n_total; ++n)
+    for (int a = 0; a < 3; ++a) {
+      auto xp = S.x, xm = S.x;
+      xp[3 * n + a] += eps;
+      xm[3 * n + a] -= eps;
+      fref[3 * n + a] = -(energy(reference(M, S, xp, S.h), gm, go) - energy(reference(M, S, xm, S.h), gm, go)) / (2 * eps);
+      fscale = std::max(fscale, std::fabs(fref[3 * n + a]));
+    }
+  ASSERT_GT(fscale, 1e-3);
+  for (int n = 0; n < S.n_total; ++n)
+    for (int a = 0; a < 3; ++a) {
+      EXPECT_NEAR(fd(n, a), fref[3 * n + a], 2e-7 * fscale) << "atom " << n << " dir " << a;
+      EXPECT_NEAR(ff(n, a), fref[3 * n + a], 1e-3 * fscale) << "float atom " << n << " dir " << a;
+    }
+  // virial: sum of per-atom tallies equals sum_n x_n (x) F_n (translation invariance makes it unique)
+  auto vd = to_host(kd.vatom);
+  double W[3][3] = {};
+  for (int n = 0; n < S.n_total; ++n)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) W[a][b] += S.x[3 * n + a] * fref[3 * n + b];
+  const int ia[6] = {0, 1, 2, 0, 0, 1}, ib[6] = {0, 1, 2, 1, 2, 2};
+  for (int v = 0; v < 6; ++v) {
+    double s = 0;
+    for (int n = 0; n < S.n_total; ++n) s += vd(n, v);
+    EXPECT_NEAR(s, 0.5 * (W[ia[v]][ib[v]] + W[ib[v]][ia[v]]), 1e-6 * fscale * 4) << "virial " << v;
+  }
+  // dE/dh for every atom and component (conv, values, keys and queries)
+  auto ghd = to_host(kd.gh), ghf = to_host(kf.gh);
+  double gscale = 0;
+  std::vector<double> ghref(S.h.size());
+  for (size_t idx = 0; idx < S.h.size(); ++idx) {
+    auto hp = S.h, hm = S.h;
+    hp[idx] += eps;
+    hm[idx] -= eps;
+    ghref[idx] = (energy(reference(M, S, S.x, hp), gm, go) - energy(reference(M, S, S.x, hm), gm, go)) / (2 * eps);
+    gscale = std::max(gscale, std::fabs(ghref[idx]));
+  }
+  for (int n = 0; n < S.n_total; ++n)
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < C; ++c) {
+        const size_t idx = (size_t(n) * K + k) * C + c;
+        EXPECT_NEAR(ghd(n, k, c), ghref[idx], 2e-7 * gscale) << n << " " << k << " " << c;
+        EXPECT_NEAR(ghf(n, k, c), ghref[idx], 1e-3 * gscale) << n << " " << k << " " << c;
+      }
+}
+
+}  // namespace
+
+TEST(Interaction, ForwardAndAdjointL1) { check_forward_and_adjoint<1>(11); }
+TEST(Interaction, ForwardAndAdjointL2) { check_forward_and_adjoint<2>(12); }
+TEST(Interaction, ForwardAndAdjointL3) { check_forward_and_adjoint<3>(13); }
+
+// Rotating all positions rotates m and o with D^l (scalars invariant); translations and edge order change nothing.
+TEST(Interaction, RotationTranslationPermutation) {
+  constexpr int L = 3;
+  std::mt19937 rng(21);
+  const Model M = make_model(L, rng);
+  System S = make_system(L, M.C, rng);
+  const int K = num_sh(L), C = M.C;
+  // rotate positions and features: h rotates as D^l h
+  const auto R = random_rotation(rng);
+  std::vector<double> D[4];
+  for (int l = 0; l <= L; ++l) D[l] = wigner_from_sh(l, R);
+  auto rotate_features = [&](const std::vector<double>& src, int n) {
+    std::vector<double> out(src.size(), 0.0);
+    for (int a = 0; a < n; ++a)
+      for (int l = 0; l <= L; ++l)
+        for (int mm = 0; mm < 2 * l + 1; ++mm)
+          for (int m2 = 0; m2 < 2 * l + 1; ++m2)
+            for (int c = 0; c < C; ++c)
+              out[(size_t(a) * K + l * l + mm) * C + c] +=
+                  D[l][mm * (2 * l + 1) + m2] * src[(size_t(a) * K + l * l + m2) * C + c];
+    return out;
+  };
+  std::vector<double> xr(S.x.size()), xt(S.x.size());
+  for (int n = 0; n < S.n_total; ++n) {
+    rotate(R, &S.x[3 * n], &xr[3 * n]);
+    for (int a = 0; a < 3; ++a) xt[3 * n + a] = S.x[3 * n + a] + 10.0 * (a + 1);
+  }
+  const auto hr = rotate_features(S.h, S.n_total);
+  auto base = run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false);
+  auto rot = run_kernels<double, L>(M, S, xr, hr, {}, {}, false);
+  auto tra = run_kernels<double, L>(M, S, xt, S.h, {}, {}, false);
+  System Sp = S;
+  std::reverse(Sp.recv.begin(), Sp.recv.end());
+  std::reverse(Sp.send.begin(), Sp.send.end());
+  auto per = run_kernels<double, L>(M, Sp, S.x, S.h, {}, {}, false);
+  auto mb = to_host(base.m), ob = to_host(base.o), mr = to_host(rot.m), orr = to_host(rot.o);
+  auto mt = to_host(tra.m), ot = to_host(tra.o), mp = to_host(per.m), op = to_host(per.o);
+  std::vector<double> mbv(size_t(S.n_recv) * K * C), obv(mbv.size());
+  for (int i = 0; i < S.n_recv; ++i)
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < C; ++c) {
+        mbv[(size_t(i) * K + k) * C + c] = mb(i, k, c);
+        obv[(size_t(i) * K + k) * C + c] = ob(i, k, c);
+      }
+  const auto mrot = rotate_features(mbv, S.n_recv), orot = rotate_features(obv, S.n_recv);
+  for (int i = 0; i < S.n_recv; ++i)
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < C; ++c) {
+        const size_t idx = (size_t(i) * K + k) * C + c;
+        EXPECT_NEAR(mr(i, k, c), mrot[idx], 1e-10);
+        EXPECT_NEAR(orr(i, k, c), orot[idx], 1e-10);
+        EXPECT_NEAR(mt(i, k, c), mb(i, k, c), 1e-10);
+        EXPECT_NEAR(ot(i, k, c), ob(i, k, c), 1e-10);
+        EXPECT_NEAR(mp(i, k, c), mb(i, k, c), 1e-12);
+        EXPECT_NEAR(op(i, k, c), ob(i, k, c), 1e-12);
+      }
+}
+
+// Energy continuity at the cutoff: a neighbour crossing r_c changes m and o continuously.
+TEST(Interaction, ContinuousAtCutoff) {
+  constexpr int L = 2;
+  std::mt19937 rng(31);
+  Model M = make_model(L, rng);
+  System S;
+  S.n_recv = 1;
+  S.n_total = 3;
+  S.x = {0, 0, 0, 1.0, 0.5, 0.2, 0, 0, 0};
+  S.recv = {0, 0};
+  S.send = {1, 2};
+  std::normal_distribution<double> g(0, 1);
+  S.h.resize(3 * 9 * M.C);
+  for (double& v : S.h) v = g(rng);
+  double prev_o = 0, prev_m = 0;
+  for (int t = 0; t < 2; ++t) {
+    const double d = M.rc + (t == 0 ? -1e-4 : 1e-4);
+    S.x[6] = 0.6 * d;
+    S.x[7] = 0.8 * d;
+    auto out = run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false);
+    auto mh = to_host(out.m), oh = to_host(out.o);
+    if (t == 1) {
+      EXPECT_NEAR(mh(0, 4, 3), prev_m, 1e-9);
+      EXPECT_NEAR(oh(0, 4, 3), prev_o, 1e-9);
+    }
+    prev_m = mh(0, 4, 3);
+    prev_o = oh(0, 4, 3);
+  }
+}
