@@ -284,8 +284,10 @@ Model<T, ExecSpace>::Model(const ModelFile& file) : hyper_(file.hyper) {
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   const int KC = d_.K * d_.C, T_ = d_.T_layers, A = d_.A, AD = d_.A * d_.dk;
-  auto need = [](auto& v, size_t n0, size_t n1, const char* name) {
-    if (v.extent(0) != n0 || v.extent(1) != n1) v = std::decay_t<decltype(v)>(std::string(name), n0, n1);
+  // Grow-only with headroom: LAMMPS changes the atom and edge counts at every re-neighbouring.
+  auto grow = [](size_t n) { return n + n / 5 + 16; };
+  auto need = [&](auto& v, size_t n0, size_t n1, const char* name) {
+    if (v.extent(0) < n0 || v.extent(1) != n1) v = std::decay_t<decltype(v)>(std::string(name), grow(n0), n1);
   };
   h_.resize(T_ + 1);
   m_.resize(T_), o_.resize(T_), z_.resize(T_), hp_.resize(T_), gam_.resize(T_), rms_.resize(T_);
@@ -311,14 +313,13 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   need(obar_, n_local, A, "bm_obar");
   need(edge_p_, n_edges, A, "bm_edge_p");
   need(edge_ds_, n_edges, A, "bm_edge_ds");
-  if (edge_grad_.extent(0) != static_cast<size_t>(n_edges))
-    edge_grad_ = Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace>("bm_edge_grad", n_edges);
-  if (edge_recv_.extent(0) != static_cast<size_t>(n_edges))
-    edge_recv_ = Kokkos::View<int*, ExecSpace>("bm_edge_recv", n_edges);
-  if (send_offsets_.extent(0) != static_cast<size_t>(n_all + 1))
-    send_offsets_ = Kokkos::View<int*, ExecSpace>("bm_send_offsets", n_all + 1);
-  if (send_edges_.extent(0) != static_cast<size_t>(n_edges))
-    send_edges_ = Kokkos::View<int*, ExecSpace>("bm_send_edges", n_edges);
+  auto need1 = [&](auto& v, size_t n0, const char* name) {
+    if (v.extent(0) < n0) v = std::decay_t<decltype(v)>(std::string(name), grow(n0));
+  };
+  need1(edge_grad_, n_edges, "bm_edge_grad");
+  need1(edge_recv_, n_edges, "bm_edge_recv");
+  need1(send_offsets_, n_all + 1, "bm_send_offsets");
+  need1(send_edges_, n_edges, "bm_send_edges");
 }
 
 template <class T, class ExecSpace>
@@ -327,7 +328,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   using namespace model_detail;
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = graph.n_local, na = graph.n_all;
-  const int n_edges = nl > 0 ? static_cast<int>(graph.senders.extent(0)) : 0;
+  auto h_roff = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), graph.recv_offsets);
+  const int n_edges = nl > 0 ? h_roff(nl) : 0;
   n_edges_ = n_edges;
   if (na > nl && !exchange && d_.T_layers > 1)
     throw std::runtime_error("Batmobile model: ghost atoms with more than one layer need a GhostExchange");
@@ -343,7 +345,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
 
   // Sender-grouped CSR (deterministic order: by edge id), built on the host once per call.
   {
-    auto h_roff = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), roff);
     auto h_snd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), snd);
     auto h_recv = Kokkos::create_mirror_view(edge_recv_);
     auto h_soff = Kokkos::create_mirror_view(send_offsets_);

@@ -1,35 +1,395 @@
-// Placeholder pair style: see pair_batmobile.h. Every entry point stops with the same clear error, so a
-// build without the real model can never produce numbers.
+// pair_style batmobile: LAMMPS glue around the Kokkos C++ model (src/model). See pair_batmobile.h.
 #include "pair_batmobile.h"
 
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
 #include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "model/model.hpp"
+#include "model/model_file.hpp"
+#include "neigh_list.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+#include "lammps.h"
+#include "update.h"
 
 using namespace LAMMPS_NS;
 
-static const char *const not_implemented = "pair_style batmobile: model not implemented in this build";
+namespace {
+using HostExec = Kokkos::DefaultHostExecutionSpace;
 
-PairBatmobile::PairBatmobile(LAMMPS *lmp) : Pair(lmp)
+// Ghost features between layers through LAMMPS's forward/reverse pair communication.
+template <class T>
+class LammpsExchange : public batmobile::GhostExchange<T, HostExec> {
+ public:
+  using typename batmobile::GhostExchange<T, HostExec>::FeatureView;
+  LammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
+  void forward(FeatureView h) override {
+    target(h);
+    lmp_->comm->forward_comm_pair(pair_);
+  }
+  void reverse(FeatureView dh) override {
+    target(dh);
+    lmp_->comm->reverse_comm_pair(pair_);
+    // the ghost rows have been added to their owners; clear them as the GhostExchange contract says
+    const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
+    const int width = static_cast<int>(dh.extent(1));
+    for (int n = nlocal; n < nall; ++n)
+      for (int x = 0; x < width; ++x) dh(n, x) = 0;
+  }
+
+ private:
+  void target(FeatureView v) {
+    pair_->comm_target = PairBatmobile::CommTarget();
+    pair_->comm_target.width = static_cast<int>(v.extent(1));
+    if constexpr (std::is_same<T, double>::value)
+      pair_->comm_target.d = v.data();
+    else
+      pair_->comm_target.f = v.data();
+  }
+  PairBatmobile *pair_;
+  LAMMPS *lmp_;
+};
+
+bool g_we_initialized_kokkos = false;
+void ensure_kokkos()
+{
+  // Without `-k on` LAMMPS leaves Kokkos uninitialised; the model still runs on the host execution space.
+  if (!Kokkos::is_initialized()) {
+    Kokkos::initialize();
+    g_we_initialized_kokkos = true;
+    std::atexit([] {
+      if (g_we_initialized_kokkos && Kokkos::is_initialized()) Kokkos::finalize();
+    });
+  }
+}
+}    // namespace
+
+struct PairBatmobile::Impl {
+  std::unique_ptr<batmobile::Model<double, HostExec>> model_d;
+  std::unique_ptr<batmobile::Model<float, HostExec>> model_f;
+  std::unique_ptr<LammpsExchange<double>> exchange_d;
+  std::unique_ptr<LammpsExchange<float>> exchange_f;
+  batmobile::Graph<HostExec> graph;
+  batmobile::Results<HostExec> results;
+  std::vector<int> count;
+};
+
+PairBatmobile::PairBatmobile(LAMMPS *lmp) : Pair(lmp), impl(new Impl)
 {
   restartinfo = 0;
+  one_coeff = 1;
+  manybody_flag = 1;
+  single_enable = 0;
+  no_virial_fdotr_compute = 1;    // the virial comes from per-edge tallies
+  centroidstressflag = CENTROID_NOTAVAIL;
 }
 
-void PairBatmobile::settings(int, char **)
+PairBatmobile::~PairBatmobile()
 {
-  error->all(FLERR, not_implemented);
+  impl.reset();
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
 }
 
-void PairBatmobile::coeff(int, char **)
+void PairBatmobile::allocate()
 {
-  error->all(FLERR, not_implemented);
+  allocated = 1;
+  const int n = atom->ntypes;
+  memory->create(setflag, n + 1, n + 1, "pair:setflag");
+  memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
+  for (int i = 1; i <= n; i++)
+    for (int j = i; j <= n; j++) setflag[i][j] = 0;
+}
+
+void PairBatmobile::settings(int narg, char **arg)
+{
+  int iarg = 0;
+  while (iarg < narg) {
+    if (strcmp(arg[iarg], "precision") == 0) {
+      if (iarg + 1 >= narg) error->all(FLERR, "pair_style batmobile: 'precision' needs 'single' or 'double'");
+      if (strcmp(arg[iarg + 1], "single") == 0)
+        single_precision = true;
+      else if (strcmp(arg[iarg + 1], "double") == 0)
+        single_precision = false;
+      else
+        error->all(FLERR, "pair_style batmobile: unknown precision '{}' (use single or double)", arg[iarg + 1]);
+      iarg += 2;
+    } else {
+      error->all(FLERR, "pair_style batmobile: unknown keyword '{}' (usage: pair_style batmobile [precision double|single])",
+                 arg[iarg]);
+    }
+  }
+}
+
+void PairBatmobile::load_model(const std::string &path)
+{
+  ensure_kokkos();
+  batmobile::ModelFile mf;
+  try {
+    mf = batmobile::load_model_file(path);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "pair_style batmobile: {}", e.what());
+  }
+  model_path = path;
+  r_c = mf.hyper.r_c;
+  min_distance = mf.hyper.min_distance;
+  feature_width = mf.hyper.K() * mf.hyper.C;
+  comm_forward = comm_reverse = feature_width;
+  try {
+    impl->model_d.reset();
+    impl->model_f.reset();
+    if (single_precision)
+      impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf);
+    else
+      impl->model_d = std::make_unique<batmobile::Model<double, HostExec>>(mf);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "pair_style batmobile: cannot set up the model from '{}': {}", path, e.what());
+  }
+  impl->exchange_d = std::make_unique<LammpsExchange<double>>(this, lmp);
+  impl->exchange_f = std::make_unique<LammpsExchange<float>>(this, lmp);
+  type_species.assign(atom->ntypes + 1, -1);
+}
+
+void PairBatmobile::coeff(int narg, char **arg)
+{
+  if (!allocated) allocate();
+  const int ntypes = atom->ntypes;
+  if (narg != 3 + ntypes)
+    error->all(FLERR, "pair_coeff batmobile: expected '* * model.pt' followed by {} species names (one per atom type, "
+               "NULL to skip), got {} names", ntypes, narg - 3);
+  if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
+    error->all(FLERR, "pair_coeff batmobile: the type ranges must be '* *'");
+  load_model(arg[2]);
+  batmobile::ModelFile names_only;
+  std::vector<std::string> names;
+  for (int t = 1; t <= ntypes; ++t) names.emplace_back(arg[2 + t]);
+  const auto &hyper = single_precision ? impl->model_f->hyper() : impl->model_d->hyper();
+  std::vector<int> species;
+  try {
+    species = batmobile::map_species(hyper, names);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "pair_coeff batmobile: {} in model file '{}'", e.what(), model_path);
+  }
+  int count = 0;
+  for (int t = 1; t <= ntypes; ++t) type_species[t] = species[t - 1];
+  for (int i = 1; i <= ntypes; ++i)
+    for (int j = i; j <= ntypes; ++j)
+      if (type_species[i] >= 0 && type_species[j] >= 0) {
+        setflag[i][j] = 1;
+        ++count;
+      }
+  if (count == 0) error->all(FLERR, "pair_coeff batmobile: no atom type is mapped to a model species");
+}
+
+void PairBatmobile::init_style()
+{
+  if (!impl->model_d && !impl->model_f) error->all(FLERR, "pair_style batmobile: pair_coeff has not been given");
+  if (strcmp(update->unit_style, "metal") != 0)
+    error->all(FLERR, "pair_style batmobile needs 'units metal' (the model is in eV and Angstrom), got units {}",
+               update->unit_style);
+  if (force->newton_pair == 0) error->all(FLERR, "pair_style batmobile needs 'newton on'");
+  if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
+  int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+  check_box();
 }
 
 double PairBatmobile::init_one(int, int)
 {
-  error->all(FLERR, not_implemented);
-  return 0.0;
+  return r_c;
 }
 
-void PairBatmobile::compute(int, int)
+void PairBatmobile::check_box()
 {
-  error->all(FLERR, not_implemented);
+  // Perpendicular thickness of the periodic cell along each lattice direction.
+  const double *h = domain->h;
+  const double a[3] = {h[0], 0.0, 0.0}, b[3] = {h[5], h[1], 0.0}, c[3] = {h[4], h[3], h[2]};
+  auto cross_norm = [](const double *u, const double *v) {
+    const double w[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]};
+    return std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+  };
+  const double vol = h[0] * h[1] * h[2];
+  const double thick[3] = {vol / cross_norm(b, c), vol / cross_norm(c, a), vol / cross_norm(a, b)};
+  const int periodic[3] = {domain->xperiodic, domain->yperiodic, domain->zperiodic};
+  for (int d = 0; d < 3; ++d)
+    if (periodic[d] && thick[d] < r_c)
+      error->all(FLERR, "pair_style batmobile: periodic box thickness {:.4f} A along {} is thinner than the model "
+                 "cutoff {:.4f} A; replicate the system", thick[d], "xyz"[d], r_c);
+}
+
+void PairBatmobile::compute(int eflag, int vflag)
+{
+  ev_init(eflag, vflag);
+  if (domain->box_change) check_box();
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  double **x = atom->x;
+  double **f = atom->f;
+  const int *type = atom->type;
+  const double rcsq = r_c * r_c;
+  const double dmin = 0.5 * min_distance;
+
+  Impl &I = *impl;
+  auto &g = I.graph;
+  auto grow = [](size_t n) { return n + n / 5 + 16; };
+  if (g.x.extent(0) < static_cast<size_t>(nall)) {
+    g.x = decltype(g.x)("bm_x", grow(nall));
+    g.species = decltype(g.species)("bm_species", grow(nall));
+    I.results.f = decltype(I.results.f)("bm_f", grow(nall));
+  }
+  if (g.recv_offsets.extent(0) < static_cast<size_t>(nlocal + 1))
+    g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow(nlocal + 1));
+  for (int n = 0; n < nall; ++n) {
+    for (int a = 0; a < 3; ++a) g.x(n, a) = x[n][a];
+    g.species(n) = type_species[type[n]];
+  }
+
+  // Receiver-grouped edges from the full list, filtered to 0 < r < r_c and to model atoms.
+  const int inum = list->inum;
+  const int *ilist = list->ilist;
+  const int *numneigh = list->numneigh;
+  int **firstneigh = list->firstneigh;
+  I.count.assign(nlocal + 1, 0);
+  int too_close = 0;
+  double closest = 1e300;
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    if (g.species(i) < 0) continue;
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = firstneigh[i][jj] & NEIGHMASK;
+      if (g.species(j) < 0) continue;
+      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
+      const double rsq = dx * dx + dy * dy + dz * dz;
+      if (rsq < rcsq && rsq > 0.0) {
+        ++I.count[i + 1];
+        if (rsq < dmin * dmin) {
+          too_close = 1;
+          closest = std::min(closest, std::sqrt(rsq));
+        }
+      }
+    }
+  }
+  int any_too_close = 0;
+  MPI_Allreduce(&too_close, &any_too_close, 1, MPI_INT, MPI_MAX, world);
+  if (any_too_close) {
+    double all_closest = closest;
+    MPI_Allreduce(&closest, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
+    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
+               "the model's training data ({:.4f} A); the model is not valid there", all_closest, min_distance);
+  }
+  for (int i = 0; i < nlocal; ++i) I.count[i + 1] += I.count[i];
+  const int n_edges = I.count[nlocal];
+  if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
+  for (int i = 0; i <= nlocal; ++i) g.recv_offsets(i) = I.count[i];
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    if (g.species(i) < 0) continue;
+    int e = I.count[i];
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = firstneigh[i][jj] & NEIGHMASK;
+      if (g.species(j) < 0) continue;
+      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
+      const double rsq = dx * dx + dy * dy + dz * dz;
+      if (rsq < rcsq && rsq > 0.0) g.senders(e++) = j;
+    }
+  }
+  g.n_local = nlocal;
+  g.n_all = nall;
+
+  auto &res = I.results;
+  if (eflag_atom) {
+    if (res.eatom.extent(0) < static_cast<size_t>(nlocal)) res.eatom = decltype(res.eatom)("bm_eatom", grow(nlocal));
+  } else {
+    res.eatom = decltype(res.eatom)();
+  }
+  if (vflag_atom) {
+    if (res.vatom.extent(0) < static_cast<size_t>(nall)) res.vatom = decltype(res.vatom)("bm_vatom", grow(nall));
+  } else {
+    res.vatom = decltype(res.vatom)();
+  }
+  try {
+    if (single_precision)
+      I.model_f->compute(g, I.exchange_f.get(), res);
+    else
+      I.model_d->compute(g, I.exchange_d.get(), res);
+  } catch (const std::exception &e) {
+    error->one(FLERR, "pair_style batmobile: {}", e.what());
+  }
+
+  for (int n = 0; n < nall; ++n)
+    if (g.species(n) >= 0)
+      for (int a = 0; a < 3; ++a) f[n][a] += res.f(n, a);
+  if (eflag_global) eng_vdwl += res.energy;
+  if (eflag_atom)
+    for (int i = 0; i < nlocal; ++i) eatom[i] += res.eatom(i);
+  if (vflag_global)
+    for (int a = 0; a < 6; ++a) virial[a] += res.virial[a];
+  if (vflag_atom)
+    for (int n = 0; n < nall; ++n)
+      for (int a = 0; a < 6; ++a) vatom[n][a] += res.vatom(n, a);
+}
+
+int PairBatmobile::pack_forward_comm(int n, int *list, double *buf, int, int *)
+{
+  const int w = comm_target.width;
+  int m = 0;
+  for (int q = 0; q < n; ++q) {
+    const int j = list[q];
+    if (comm_target.d)
+      for (int x = 0; x < w; ++x) buf[m++] = comm_target.d[(size_t) j * w + x];
+    else
+      for (int x = 0; x < w; ++x) buf[m++] = comm_target.f[(size_t) j * w + x];
+  }
+  return m;
+}
+
+void PairBatmobile::unpack_forward_comm(int n, int first, double *buf)
+{
+  const int w = comm_target.width;
+  int m = 0;
+  for (int q = 0; q < n; ++q) {
+    const size_t row = (size_t) (first + q) * w;
+    if (comm_target.d)
+      for (int x = 0; x < w; ++x) comm_target.d[row + x] = buf[m++];
+    else
+      for (int x = 0; x < w; ++x) comm_target.f[row + x] = static_cast<float>(buf[m++]);
+  }
+}
+
+int PairBatmobile::pack_reverse_comm(int n, int first, double *buf)
+{
+  const int w = comm_target.width;
+  int m = 0;
+  for (int q = 0; q < n; ++q) {
+    const size_t row = (size_t) (first + q) * w;
+    if (comm_target.d)
+      for (int x = 0; x < w; ++x) buf[m++] = comm_target.d[row + x];
+    else
+      for (int x = 0; x < w; ++x) buf[m++] = comm_target.f[row + x];
+  }
+  return m;
+}
+
+void PairBatmobile::unpack_reverse_comm(int n, int *list, double *buf)
+{
+  const int w = comm_target.width;
+  int m = 0;
+  for (int q = 0; q < n; ++q) {
+    const size_t row = (size_t) list[q] * w;
+    if (comm_target.d)
+      for (int x = 0; x < w; ++x) comm_target.d[row + x] += buf[m++];
+    else
+      for (int x = 0; x < w; ++x) comm_target.f[row + x] += static_cast<float>(buf[m++]);
+  }
 }

@@ -1,6 +1,15 @@
-/* Placeholder `pair_style batmobile` (BATMOBILE_PLACEHOLDER_PAIR_STYLE): exists only so that the LAMMPS
-   build hook (cmake/lammps_hook.cmake) and the LAMMPS test harness are exercised before the real pair style
-   lands. It refuses to run. The real implementation replaces this file and pair_batmobile.cpp. */
+/* -*- c++ -*- ----------------------------------------------------------
+   pair_style batmobile: E(3)-equivariant message-passing potential (docs/model.md), evaluated by the Kokkos
+   C++ model (src/model) on Kokkos' default host execution space. No libtorch at run time (only to read the
+   model file in pair_coeff).
+
+     pair_style batmobile [precision double|single]
+     pair_coeff * * model.pt O H        (one species name or NULL per atom type)
+
+   Needs units metal, newton on; full neighbour list filtered to r < r_c; forces on ghosts folded by LAMMPS's
+   reverse communication; node features of ghosts exchanged between layers by forward communication and their
+   adjoints by reverse communication (comm_forward = comm_reverse = K*C).
+------------------------------------------------------------------------- */
 #ifdef PAIR_CLASS
 // clang-format off
 PairStyle(batmobile,PairBatmobile);
@@ -10,17 +19,54 @@ PairStyle(batmobile,PairBatmobile);
 #ifndef LMP_PAIR_BATMOBILE_H
 #define LMP_PAIR_BATMOBILE_H
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "pair.h"
+
+namespace batmobile {
+struct ModelFile;
+}
 
 namespace LAMMPS_NS {
 
 class PairBatmobile : public Pair {
  public:
   PairBatmobile(class LAMMPS *);
+  ~PairBatmobile() override;
   void compute(int, int) override;
   void settings(int, char **) override;
   void coeff(int, char **) override;
+  void init_style() override;
   double init_one(int, int) override;
+
+  int pack_forward_comm(int, int *, double *, int, int *) override;
+  void unpack_forward_comm(int, int, double *) override;
+  int pack_reverse_comm(int, int, double *) override;
+  void unpack_reverse_comm(int, int *, double *) override;
+
+  // Row-major (n_all x width) buffer the forward/reverse communication reads and writes.
+  struct CommTarget {
+    double *d = nullptr;
+    float *f = nullptr;
+    int width = 0;
+  };
+  CommTarget comm_target;
+
+ protected:
+  bool single_precision = false;
+  std::string model_path;
+  std::vector<int> type_species;  // per LAMMPS type (1-based): model species or -1 (NULL)
+  double r_c = 0.0, min_distance = 0.0;
+  int feature_width = 0;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+
+  void allocate();
+  void check_box();
+  void load_model(const std::string &path);
 };
 
 }    // namespace LAMMPS_NS
