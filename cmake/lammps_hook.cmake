@@ -71,13 +71,9 @@ function(batmobile_hook_into_lammps)
   get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
 
   # Lets src/model call find_package(Kokkos) although Kokkos is built inside this project.
-  if(TARGET kokkos AND NOT Kokkos_DIR)
-    set(shim "${CMAKE_BINARY_DIR}/kokkos-config-shim")
-    file(WRITE "${shim}/KokkosConfig.cmake"
-      "# Kokkos is built in-tree by LAMMPS (target Kokkos::kokkos); nothing to import.\nset(Kokkos_FOUND TRUE)\n")
-    file(WRITE "${shim}/KokkosConfigVersion.cmake"
-      "set(PACKAGE_VERSION 3.4.1)\nif(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)\n  set(PACKAGE_VERSION_COMPATIBLE FALSE)\nelse()\n  set(PACKAGE_VERSION_COMPATIBLE TRUE)\nendif()\n")
-    set(Kokkos_DIR "${shim}" CACHE PATH "in-tree Kokkos shim" FORCE)
+  include("${_BATMOBILE_HOOK_DIR}/BatmobileDeps.cmake")
+  if(TARGET kokkos)
+    batmobile_kokkos_config_shim()
   endif()
   if(EXISTS "${batmobile_src}/kernels/CMakeLists.txt")
     add_subdirectory("${batmobile_src}/kernels" batmobile_kernels)

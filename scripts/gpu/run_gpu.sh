@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Run on the GPU machine (H200, no network) from the repo root, with .carry/ from scripts/gpu/prepare_carry.sh:
+#   scripts/gpu/run_gpu.sh OUTDIR
+# Unpacks and patches the sources, builds LAMMPS + KOKKOS(CUDA, HOPPER90) + Batmobile styles and plugin, builds
+# the stand-alone project (kernels, model, tests) against an in-tree CUDA Kokkos, runs ctest (including the
+# LAMMPS harness on the GPU), runs bench/run_gpu_bench.sh if present, and writes logs and summary.txt to OUTDIR.
+# Every step runs even when an earlier one failed (where it can); a step that would overrun the overall
+# deadline (BATMOBILE_GPU_DEADLINE_S, default 570 s) is cut short by `timeout`. Exit status: 0 if all passed.
+set -uo pipefail
+OUT=$(mkdir -p "${1:?usage: run_gpu.sh OUTDIR}" && cd "$1" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO"
+exec > >(tee "$OUT/run_gpu.log") 2>&1
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache}
+export BATMOBILE_JOBS=${BATMOBILE_JOBS:-$(nproc)}
+export CMAKE_POLICY_VERSION_MINIMUM=3.5   # CMake 4 refuses projects that declare an older minimum
+export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+source scripts/common.sh
+T0=$(date +%s)
+DEADLINE=${BATMOBILE_GPU_DEADLINE_S:-570}
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+declare -a SUMMARY
+step() {  # step NAME MAX_SECONDS COMMAND...: runs COMMAND with a timeout, logs to OUT/NAME.log, records rc
+  local name=$1 max=$2; shift 2
+  local budget; budget=$(left)
+  [ "$budget" -gt "$max" ] && budget=$max
+  if [ "$budget" -le 5 ]; then SUMMARY+=("$name: SKIPPED (no time left)"); return 1; fi
+  log "step $name (limit ${budget}s)"
+  local t=$(date +%s) rc
+  ( set -x; timeout "$budget" "$@" ) > "$OUT/$name.log" 2>&1; rc=$?
+  SUMMARY+=("$name: rc=$rc $(( $(date +%s) - t ))s$([ $rc -eq 124 ] && echo ' (timed out)')")
+  tail -n 15 "$OUT/$name.log"
+  return $rc
+}
+
+step env 30 bash -c 'nvidia-smi; nvcc --version; g++ --version | head -1; cmake --version | head -1;
+  ninja --version; which mpirun mpicxx; python3 -c "import torch;print(torch.__version__, torch.utils.cmake_prefix_path)"; nproc; free -g'
+
+step unpack 60 scripts/gpu/unpack_carry.sh || log "no sources: was .carry/ carried along?"
+LV=$(scripts/prepare_sources.sh 2>/dev/null | tail -n1)
+
+step build_lammps 360 scripts/build_lammps.sh --backend cuda
+LAMMPS_BUILD=$(ls -d "$BATMOBILE_CACHE"/build/lammps-*-cuda-* 2>/dev/null | head -n1)
+[ -n "$LAMMPS_BUILD" ] && cp "$LAMMPS_BUILD/configure.log" "$OUT/lammps_configure.log" 2>/dev/null
+
+B=$BATMOBILE_CACHE/build/test-cuda
+TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+step configure_tests 90 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 \
+  -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
+  -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" \
+  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" -DBATMOBILE_PYTHON="$(command -v python3)"
+step build_tests 240 cmake --build "$B" -j "$BATMOBILE_JOBS" -- -k 0
+step ctest 180 ctest --test-dir "$B" --output-on-failure --timeout 120 --output-junit "$OUT/ctest.xml"
+
+if [ -x bench/run_gpu_bench.sh ]; then
+  export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_LAMMPS_BUILD=$LAMMPS_BUILD BATMOBILE_TEST_BUILD=$B
+  step bench 600 bench/run_gpu_bench.sh "$OUT/bench"
+else
+  SUMMARY+=("bench: not run (no bench/run_gpu_bench.sh)")
+fi
+
+{
+  echo "run_gpu.sh summary ($(date -u), $(( $(date +%s) - T0 )) s total, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+  printf '%s\n' "${SUMMARY[@]}"
+  grep -hE "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$OUT/ctest.log" 2>/dev/null | head -n 60
+} | tee "$OUT/summary.txt"
+! grep -q "rc=[1-9]" "$OUT/summary.txt"

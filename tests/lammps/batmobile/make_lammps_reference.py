@@ -1,0 +1,81 @@
+"""Reference data for the LAMMPS-level Batmobile tests: the seeded random model of tests/model (plus broken
+variants for the error tests) and float64 PyTorch results for the 216-water box (LAMMPS data file included).
+
+    PYTHONPATH=python /usr/bin/python3 tests/lammps/batmobile/make_lammps_reference.py OUTDIR
+"""
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "model"))
+import make_reference as mr  # noqa: E402  (tests/model/make_reference.py: model, exporter, reference)
+
+WATER = "/work/shared/data/water/reference/water216_start.lmp"
+
+
+def read_lammps_data(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    box = []
+    atoms = []
+    in_atoms = False
+    for line in lines:
+        s = line.split("#")[0].split()
+        if len(s) == 4 and s[2].endswith("lo"):
+            box.append((float(s[0]), float(s[1])))
+        if line.startswith("Atoms"):
+            in_atoms = True
+            continue
+        if in_atoms and len(s) == 5:
+            atoms.append((int(s[0]), int(s[1]), float(s[2]), float(s[3]), float(s[4])))
+        elif in_atoms and s and len(s) != 5:
+            in_atoms = False
+    atoms.sort()
+    types = np.array([a[1] for a in atoms])
+    pos = np.array([a[2:] for a in atoms])
+    lo = np.array([b[0] for b in box])
+    cell = np.diag([b[1] - b[0] for b in box])
+    return pos - lo, types, cell
+
+
+def write_data(path, pos, types, cell, title):
+    with open(path, "w") as f:
+        f.write(f"{title}\n\n{len(pos)} atoms\n2 atom types\n\n")
+        for k, ax in enumerate("xyz"):
+            f.write(f"0.0 {cell[k, k]:.17g} {ax}lo {ax}hi\n")
+        f.write("\nMasses\n\n1 15.9994\n2 1.00794\n\nAtoms # atomic\n\n")
+        for i, (t, p) in enumerate(zip(types, pos)):
+            f.write(f"{i + 1} {t} {p[0]:.17g} {p[1]:.17g} {p[2]:.17g}\n")
+
+
+def main(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    model = mr.make_model()
+    mr.export_contract(model, os.path.join(outdir, "model.pt"))
+    mr.export_contract(model, os.path.join(outdir, "bad_version.pt"), {"version": 99})
+    with open(os.path.join(outdir, "model.pt"), "rb") as f:
+        blob = f.read()
+    with open(os.path.join(outdir, "corrupt.pt"), "wb") as f:
+        f.write(blob[: len(blob) // 2])
+    pos, types, cell = read_lammps_data(WATER)
+    # thermal-like displacements so that forces are not those of a relaxed structure
+    pos = pos + np.random.default_rng(3).normal(scale=0.03, size=pos.shape)
+    write_data(os.path.join(outdir, "water.data"), pos, types, cell, "216 water, displaced (Batmobile LAMMPS test)")
+    species = types - 1  # type 1 = O = species 0, type 2 = H = species 1
+    ref = mr.reference(model, pos, cell, (True, True, True), species)
+    mr.write_ref(os.path.join(outdir, "ref_water.txt"), pos, cell, (True, True, True), species, ref)
+    # two atoms closer than half of min_distance (0.8 A) for the error test
+    close = pos.copy()
+    close[1] = close[0] + np.array([0.3, 0.0, 0.0])
+    write_data(os.path.join(outdir, "water_close.data"), close, types, cell, "atoms too close")
+    # a thin slab: box thinner than the cutoff along z
+    thin = np.diag([18.64, 18.64, 3.0])
+    sel = pos[:, 2] < 3.0
+    write_data(os.path.join(outdir, "thin.data"), pos[sel], types[sel], thin, "thin box")
+    print("wrote", outdir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
