@@ -146,19 +146,25 @@ void PairBatmobile::load_model(const std::string &path)
   min_distance = mf.hyper.min_distance;
   feature_width = mf.hyper.K() * mf.hyper.C;
   comm_forward = comm_reverse = feature_width;
+  hyper = mf.hyper;
   try {
-    impl->model_d.reset();
-    impl->model_f.reset();
-    if (single_precision)
-      impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf);
-    else
-      impl->model_d = std::make_unique<batmobile::Model<double, HostExec>>(mf);
+    build_models(mf);
   } catch (const std::exception &e) {
     error->all(FLERR, "pair_style batmobile: cannot set up the model from '{}': {}", path, e.what());
   }
+  type_species.assign(atom->ntypes + 1, -1);
+}
+
+void PairBatmobile::build_models(const batmobile::ModelFile &mf)
+{
+  impl->model_d.reset();
+  impl->model_f.reset();
+  if (single_precision)
+    impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf);
+  else
+    impl->model_d = std::make_unique<batmobile::Model<double, HostExec>>(mf);
   impl->exchange_d = std::make_unique<LammpsExchange<double>>(this, lmp);
   impl->exchange_f = std::make_unique<LammpsExchange<float>>(this, lmp);
-  type_species.assign(atom->ntypes + 1, -1);
 }
 
 void PairBatmobile::coeff(int narg, char **arg)
@@ -171,10 +177,8 @@ void PairBatmobile::coeff(int narg, char **arg)
   if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
     error->all(FLERR, "pair_coeff batmobile: the type ranges must be '* *'");
   load_model(arg[2]);
-  batmobile::ModelFile names_only;
   std::vector<std::string> names;
   for (int t = 1; t <= ntypes; ++t) names.emplace_back(arg[2 + t]);
-  const auto &hyper = single_precision ? impl->model_f->hyper() : impl->model_d->hyper();
   std::vector<int> species;
   try {
     species = batmobile::map_species(hyper, names);
@@ -194,15 +198,20 @@ void PairBatmobile::coeff(int narg, char **arg)
 
 void PairBatmobile::init_style()
 {
-  if (!impl->model_d && !impl->model_f) error->all(FLERR, "pair_style batmobile: pair_coeff has not been given");
+  check_settings();
+  int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+}
+
+void PairBatmobile::check_settings()
+{
+  if (model_path.empty()) error->all(FLERR, "pair_style batmobile: pair_coeff has not been given");
   if (strcmp(update->unit_style, "metal") != 0)
     error->all(FLERR, "pair_style batmobile needs 'units metal' (the model is in eV and Angstrom), got units {}",
                update->unit_style);
   if (force->newton_pair == 0) error->all(FLERR, "pair_style batmobile needs 'newton on'");
   if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
-  int irequest = neighbor->request(this, instance_me);
-  neighbor->requests[irequest]->half = 0;
-  neighbor->requests[irequest]->full = 1;
   check_box();
 }
 

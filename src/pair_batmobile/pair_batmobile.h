@@ -23,11 +23,8 @@ PairStyle(batmobile,PairBatmobile);
 #include <string>
 #include <vector>
 
+#include "model/model_file.hpp"
 #include "pair.h"
-
-namespace batmobile {
-struct ModelFile;
-}
 
 namespace LAMMPS_NS {
 
@@ -64,9 +61,14 @@ class PairBatmobile : public Pair {
   struct Impl;
   std::unique_ptr<Impl> impl;
 
+  batmobile::ModelHyper hyper;
+
   void allocate();
   void check_box();
+  void check_settings();  // model loaded, units metal, newton on, box thick enough
   void load_model(const std::string &path);
+  // Builds the evaluators from the file (host models here; the KOKKOS variant builds them on its device).
+  virtual void build_models(const batmobile::ModelFile &file);
 };
 
 }    // namespace LAMMPS_NS

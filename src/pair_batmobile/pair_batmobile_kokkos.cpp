@@ -1,0 +1,296 @@
+// pair_style batmobile/kk: see pair_batmobile_kokkos.h.
+#include "pair_batmobile_kokkos.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "atom_kokkos.h"
+#include "atom_masks.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "kokkos.h"
+#include "memory_kokkos.h"
+#include "model/model.hpp"
+#include "neigh_list_kokkos.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+// Ghost features through LAMMPS's host-side pair communication; device data goes through a host mirror.
+template <class T, class Exec>
+class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
+ public:
+  using typename batmobile::GhostExchange<T, Exec>::FeatureView;
+  KokkosLammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
+  void forward(FeatureView h) override {
+    auto hh = Kokkos::create_mirror_view(h);
+    Kokkos::deep_copy(hh, h);
+    target(hh);
+    with_host_comm([&] { lmp_->comm->forward_comm_pair(pair_); });
+    Kokkos::deep_copy(h, hh);
+  }
+  void reverse(FeatureView dh) override {
+    auto hh = Kokkos::create_mirror_view(dh);
+    Kokkos::deep_copy(hh, dh);
+    target(hh);
+    with_host_comm([&] { lmp_->comm->reverse_comm_pair(pair_); });
+    const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
+    for (int n = nlocal; n < nall; ++n)
+      for (size_t x = 0; x < hh.extent(1); ++x) hh(n, x) = 0;
+    Kokkos::deep_copy(dh, hh);
+  }
+
+ private:
+  template <class V>
+  void target(V v) {
+    pair_->comm_target = PairBatmobile::CommTarget();
+    pair_->comm_target.width = static_cast<int>(v.extent(1));
+    if constexpr (std::is_same<T, double>::value)
+      pair_->comm_target.d = v.data();
+    else
+      pair_->comm_target.f = v.data();
+  }
+  // CommKokkos sends a device pair through its device pack path; our buffers are host mirrors, so the
+  // communication is done as for a host pair (CommBrick path with host pack/unpack).
+  template <class F>
+  void with_host_comm(F f) {
+    const ExecutionSpace saved = pair_->execution_space;
+    pair_->execution_space = Host;
+    f();
+    pair_->execution_space = saved;
+  }
+  PairBatmobile *pair_;
+  LAMMPS *lmp_;
+};
+
+}    // namespace
+
+template <class DeviceType>
+struct PairBatmobileKokkos<DeviceType>::KKImpl {
+  using Exec = typename DeviceType::execution_space;
+  std::unique_ptr<batmobile::Model<double, Exec>> model_d;
+  std::unique_ptr<batmobile::Model<float, Exec>> model_f;
+  std::unique_ptr<KokkosLammpsExchange<double, Exec>> exchange_d;
+  std::unique_ptr<KokkosLammpsExchange<float, Exec>> exchange_f;
+  batmobile::Graph<Exec> graph;
+  batmobile::Results<Exec> results;
+  Kokkos::View<int *, Exec> type_species, count;
+};
+
+template <class DeviceType>
+PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobile(lmp), kk(new KKImpl)
+{
+  respa_enable = 0;
+  kokkosable = 1;
+  atomKK = (AtomKokkos *) atom;
+  execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
+  datamask_read = X_MASK | F_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
+  datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+}
+
+template <class DeviceType>
+PairBatmobileKokkos<DeviceType>::~PairBatmobileKokkos()
+{
+  if (copymode) return;
+  memoryKK->destroy_kokkos(k_eatom, eatom);
+  memoryKK->destroy_kokkos(k_vatom, vatom);
+  kk.reset();
+}
+
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &mf)
+{
+  using Exec = typename KKImpl::Exec;
+  kk->model_d.reset();
+  kk->model_f.reset();
+  if (single_precision)
+    kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf);
+  else
+    kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf);
+  kk->exchange_d = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp);
+  kk->exchange_f = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp);
+}
+
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::init_style()
+{
+  check_settings();
+  int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->kokkos_host =
+      std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
+  neighbor->requests[irequest]->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+  // LAMMPS type -> model species, on the device
+  kk->type_species = Kokkos::View<int *, typename KKImpl::Exec>("bm_type_species", atom->ntypes + 1);
+  auto h = Kokkos::create_mirror_view(kk->type_species);
+  for (int t = 0; t <= atom->ntypes; ++t) h(t) = type_species[t];
+  Kokkos::deep_copy(kk->type_species, h);
+}
+
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
+{
+  using Exec = typename KKImpl::Exec;
+  using Policy = Kokkos::RangePolicy<Exec>;
+  const int eflag = eflag_in;
+  const int vflag = vflag_in;
+  ev_init(eflag, vflag, 0);
+  if (domain->box_change) check_box();
+  if (eflag_atom) {
+    memoryKK->destroy_kokkos(k_eatom, eatom);
+    memoryKK->create_kokkos(k_eatom, eatom, maxeatom, "pair:eatom");
+  }
+  if (vflag_atom) {
+    memoryKK->destroy_kokkos(k_vatom, vatom);
+    memoryKK->create_kokkos(k_vatom, vatom, maxvatom, "pair:vatom");
+  }
+  atomKK->sync(execution_space, X_MASK | F_MASK | TYPE_MASK);
+  auto x = atomKK->k_x.view<DeviceType>();
+  auto f = atomKK->k_f.view<DeviceType>();
+  auto type = atomKK->k_type.view<DeviceType>();
+  auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
+  auto d_numneigh = k_list->d_numneigh;
+  auto d_neighbors = k_list->d_neighbors;
+  auto d_ilist = k_list->d_ilist;
+  const int inum = list->inum;
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  const double rcsq = r_c * r_c, dminsq = 0.25 * min_distance * min_distance;
+
+  KKImpl &I = *kk;
+  auto &g = I.graph;
+  auto grow = [](size_t n) { return n + n / 5 + 16; };
+  if (g.x.extent(0) < static_cast<size_t>(nall)) {
+    g.x = decltype(g.x)("bm_x", grow(nall));
+    g.species = decltype(g.species)("bm_species", grow(nall));
+    I.results.f = decltype(I.results.f)("bm_f", grow(nall));
+  }
+  if (g.recv_offsets.extent(0) < static_cast<size_t>(nlocal + 1)) {
+    g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow(nlocal + 1));
+    I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
+  }
+  auto gx = g.x;
+  auto gs = g.species;
+  auto tsp = I.type_species;
+  Kokkos::parallel_for(
+      "bm_kk_atoms", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+        for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
+        gs(n) = tsp(type(n));
+      });
+  // edges: count per receiver, scan, fill (same filter as the CPU style)
+  auto count = I.count;
+  Kokkos::deep_copy(count, 0);
+  double closest_sq = 1e300;
+  Kokkos::parallel_reduce(
+      "bm_kk_count", Policy(0, inum),
+      KOKKOS_LAMBDA(int ii, double &mind) {
+        const int i = d_ilist(ii);
+        if (gs(i) < 0) return;
+        int c = 0;
+        for (int jj = 0; jj < d_numneigh(i); ++jj) {
+          const int j = d_neighbors(i, jj) & NEIGHMASK;
+          if (gs(j) < 0) continue;
+          const double dx = x(j, 0) - x(i, 0), dy = x(j, 1) - x(i, 1), dz = x(j, 2) - x(i, 2);
+          const double rsq = dx * dx + dy * dy + dz * dz;
+          if (rsq < rcsq && rsq > 0.0) {
+            ++c;
+            if (rsq < mind) mind = rsq;
+          }
+        }
+        count(i + 1) = c;
+      },
+      Kokkos::Min<double>(closest_sq));
+  double all_closest = closest_sq;
+  MPI_Allreduce(&closest_sq, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
+  if (all_closest < dminsq)
+    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
+               "the model's training data ({:.4f} A); the model is not valid there", std::sqrt(all_closest),
+               min_distance);
+  auto roff = g.recv_offsets;
+  int n_edges = 0;
+  Kokkos::parallel_scan(
+      "bm_kk_scan", Policy(0, nlocal + 1),
+      KOKKOS_LAMBDA(int i, int &acc, bool final) {
+        acc += count(i);
+        if (final) roff(i) = acc;
+      },
+      n_edges);
+  if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
+  auto snd = g.senders;
+  Kokkos::parallel_for(
+      "bm_kk_fill", Policy(0, inum), KOKKOS_LAMBDA(int ii) {
+        const int i = d_ilist(ii);
+        if (gs(i) < 0) return;
+        int e = roff(i);
+        for (int jj = 0; jj < d_numneigh(i); ++jj) {
+          const int j = d_neighbors(i, jj) & NEIGHMASK;
+          if (gs(j) < 0) continue;
+          const double dx = x(j, 0) - x(i, 0), dy = x(j, 1) - x(i, 1), dz = x(j, 2) - x(i, 2);
+          const double rsq = dx * dx + dy * dy + dz * dz;
+          if (rsq < rcsq && rsq > 0.0) snd(e++) = j;
+        }
+      });
+  g.n_local = nlocal;
+  g.n_all = nall;
+
+  auto &res = I.results;
+  if (eflag_atom) {
+    if (res.eatom.extent(0) < static_cast<size_t>(nlocal)) res.eatom = decltype(res.eatom)("bm_eatom", grow(nlocal));
+  } else {
+    res.eatom = decltype(res.eatom)();
+  }
+  if (vflag_atom) {
+    if (res.vatom.extent(0) < static_cast<size_t>(nall)) res.vatom = decltype(res.vatom)("bm_vatom", grow(nall));
+  } else {
+    res.vatom = decltype(res.vatom)();
+  }
+  try {
+    if (single_precision)
+      I.model_f->compute(g, I.exchange_f.get(), res);
+    else
+      I.model_d->compute(g, I.exchange_d.get(), res);
+  } catch (const std::exception &e) {
+    error->one(FLERR, "pair_style batmobile/kk: {}", e.what());
+  }
+
+  auto rf = res.f;
+  Kokkos::parallel_for(
+      "bm_kk_forces", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+        if (gs(n) < 0) return;
+        for (int a = 0; a < 3; ++a) f(n, a) += rf(n, a);
+      });
+  if (eflag_global) eng_vdwl += res.energy;
+  if (vflag_global)
+    for (int a = 0; a < 6; ++a) virial[a] += res.virial[a];
+  if (eflag_atom) {
+    auto d_eatom = k_eatom.template view<DeviceType>();
+    auto re = res.eatom;
+    Kokkos::parallel_for(
+        "bm_kk_eatom", Policy(0, nlocal), KOKKOS_LAMBDA(int i) { d_eatom(i) += re(i); });
+    k_eatom.template modify<DeviceType>();
+    k_eatom.template sync<LMPHostType>();
+  }
+  if (vflag_atom) {
+    auto d_vatom = k_vatom.template view<DeviceType>();
+    auto rv = res.vatom;
+    Kokkos::parallel_for(
+        "bm_kk_vatom", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+          for (int a = 0; a < 6; ++a) d_vatom(n, a) += rv(n, a);
+        });
+    k_vatom.template modify<DeviceType>();
+    k_vatom.template sync<LMPHostType>();
+  }
+  atomKK->modified(execution_space, F_MASK);
+}
+
+namespace LAMMPS_NS {
+template class PairBatmobileKokkos<LMPDeviceType>;
+#ifdef LMP_KOKKOS_GPU
+template class PairBatmobileKokkos<LMPHostType>;
+#endif
+}    // namespace LAMMPS_NS
