@@ -11,6 +11,7 @@
 #pragma once
 #include "common.hpp"
 #include "conv_weights.hpp"
+#include "eaas.hpp"
 #include "graph.hpp"
 #include "interaction.hpp"
 #include "sh.hpp"

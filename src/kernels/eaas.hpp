@@ -1,0 +1,340 @@
+// Edge-aligned SO(2) tensor product ("EAAS", design.md): rotate the sender feature into the frame where the
+// edge direction is +y, where Y^l(rhat) = sqrt(2l+1) e_{m=0}; the CG contraction becomes a gather with at most
+// one source per output row; rotate back.
+//
+// Public API (namespace batmobile::kernels):
+//   edge_frame(r, R)                R (3x3, rows e_x', e_y' = rhat, e_z') with R rhat = +y. Roll: e_x' is along
+//                                   y x rhat (design.md "roll angle 0"); when |rhat_y| > kPoleSwitch it switches to
+//                                   e_z' along x x rhat so the frame stays well conditioned near the poles (the
+//                                   product is roll-invariant, so the switch changes nothing but rounding).
+//                                   S = T or Dual3<T> (exact gradients through the frame).
+//   wigner_D<L>(R, D)               D^l(R) for l = 0..L packed block-diagonally: D[(l,a,b)] at l-offset
+//                                   sum_{l'<l} (2l'+1)^2 + a (2l+1) + b; built as D^l = Y^l(R P) Y^l(P)^-1 with 7
+//                                   fixed points P (Y^l(P)^-1 is computed at compile time). D^1 = R.
+//   GatherTable<L, ALL> / make_gather_table<L, ALL>()   constexpr; for path p and output row m3 (index m3 + l3):
+//                                   src[p][m3] (input row index m1 + l1, or -1) and coef[p][m3] =
+//                                   sqrt(2 l3 + 1) CG_p[src][m2 = 0][m3] (design.md test-vector normalisation);
+//                                   ok == false if a row had two sources (static_assert'ed).
+//   eaas_tp<L, ALL>(r, h, w, s, out)   out += s * sum_p alpha_p w_p CG_p(h, Y(rhat)) evaluated through the frame:
+//                                   equals tp_fwd<L, ALL> (tested <= 1e-10 relative in double for every path).
+//   eaas_tp_adjoint<L, ALL>(r, h, w, s, g, gh, gw, gr)  gh += d<g,out>/dh, gw += d/dw, gr += d/dr (forward-mode
+//                                   dual numbers through frame and Wigner-D; finite near the poles).
+//   eaas_blocks<L, ALL>(w, W, Wt)   the 2x2 (+m, -m) block form: for output l3, input l1, m = 1..min(l1,l3):
+//                                   out(+m) = W h(+m) - Wt h(-m), out(-m) = W h(-m) + Wt h(+m), and m = 0 is
+//                                   W[l3][l1][0] h(0). W, Wt indexed [l3][l1][m] (4 x 4 x 4), path factors,
+//                                   weights and the aligned-frame SH value included.
+#pragma once
+#include "common.hpp"
+#include "generated/cg_tables.hpp"
+#include "sh.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+inline constexpr double kPoleSwitch = 0.9;
+
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> operator/(const Dual3<T>& a, const Dual3<T>& b) {
+  const T inv = T(1) / b.v, q = a.v * inv;
+  return Dual3<T>(q, (a.d[0] - q * b.d[0]) * inv, (a.d[1] - q * b.d[1]) * inv, (a.d[2] - q * b.d[2]) * inv);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION Dual3<T> rsqrt_any(const Dual3<T>& a) {
+  const T v = T(1) / sqrt(a.v), dv = T(-0.5) * v * v * v;
+  return Dual3<T>(v, dv * a.d[0], dv * a.d[1], dv * a.d[2]);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T rsqrt_any(const T& a) {
+  return T(1) / sqrt(a);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T value_of(const T& a) {
+  return a;
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T value_of(const Dual3<T>& a) {
+  return a.v;
+}
+
+template <class S>
+KOKKOS_INLINE_FUNCTION void edge_frame(const S* r, S (*R)[3]) {
+  using T = typename ScalarOf<S>::type;
+  const S inv = rsqrt_any(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  const S u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+  for (int a = 0; a < 3; ++a) R[1][a] = u[a];
+  const T uy = value_of(u[1]);
+  if (uy < T(kPoleSwitch) && uy > T(-kPoleSwitch)) {
+    // e_x' = (y x u) / |y x u| = (u_z, 0, -u_x) / n ; e_z' = e_x' x e_y'
+    const S n = rsqrt_any(u[2] * u[2] + u[0] * u[0]);
+    R[0][0] = u[2] * n;
+    R[0][1] = S(T(0));
+    R[0][2] = (T(0) - u[0]) * n;
+  } else {
+    // e_z' = (x x u) / |x x u| = (0, -u_z, u_y) / n ; e_x' = e_y' x e_z'
+    const S n = rsqrt_any(u[2] * u[2] + u[1] * u[1]);
+    const S ez[3] = {S(T(0)), (T(0) - u[2]) * n, u[1] * n};
+    R[0][0] = u[1] * ez[2] - u[2] * ez[1];
+    R[0][1] = u[2] * ez[0] - u[0] * ez[2];
+    R[0][2] = u[0] * ez[1] - u[1] * ez[0];
+  }
+  // e_z' = e_x' x e_y'
+  R[2][0] = R[0][1] * R[1][2] - R[0][2] * R[1][1];
+  R[2][1] = R[0][2] * R[1][0] - R[0][0] * R[1][2];
+  R[2][2] = R[0][0] * R[1][1] - R[0][1] * R[1][0];
+}
+
+KOKKOS_INLINE_FUNCTION constexpr int wigner_offset(int l) { return l == 0 ? 0 : l == 1 ? 1 : l == 2 ? 10 : 35; }
+
+// Y^l(P)^-1 for 7 fixed generic unit points, computed at compile time (Gauss-Jordan).
+struct WignerBasis {
+  double P[7][3];
+  double inv2[5][5], inv3[7][7];
+};
+
+KOKKOS_INLINE_FUNCTION constexpr WignerBasis make_wigner_basis() {
+  WignerBasis B{};
+  const double raw[7][3] = {{1, 2, 3},       {-2, 1, 0.5},     {0.3, -1, 2},   {2, -0.7, -1},
+                            {-1, -1.5, 0.2}, {0.5, 0.25, -2}, {-0.8, 2, -1.2}};
+  for (int p = 0; p < 7; ++p) {
+    const double n = constexpr_sqrt(raw[p][0] * raw[p][0] + raw[p][1] * raw[p][1] + raw[p][2] * raw[p][2]);
+    for (int a = 0; a < 3; ++a) B.P[p][a] = raw[p][a] / n;
+  }
+  for (int l = 2; l <= 3; ++l) {
+    const int n = 2 * l + 1;
+    double A[7][14] = {};
+    for (int c = 0; c < n; ++c) {
+      double Y[16] = {};
+      const double x = B.P[c][0], y = B.P[c][1], z = B.P[c][2];
+      // same polynomials as sh_unit (constexpr copy for the compile-time inverse; equality is tested)
+      const double x2z2 = x * x + z * z, q = 4 * y * y - x2z2;
+      Y[4] = 3.872983346207417 * x * z;
+      Y[5] = 3.872983346207417 * x * y;
+      Y[6] = 2.23606797749979 * (y * y - 0.5 * x2z2);
+      Y[7] = 3.872983346207417 * y * z;
+      Y[8] = 0.5 * 3.872983346207417 * (z * z - x * x);
+      Y[9] = 2.091650066335189 * x * (3 * z * z - x * x);
+      Y[10] = 10.246950765959598 * x * y * z;
+      Y[11] = 1.620185174601965 * x * q;
+      Y[12] = 1.3228756555322954 * y * (2 * y * y - 3 * x2z2);
+      Y[13] = 1.620185174601965 * z * q;
+      Y[14] = 0.5 * 10.246950765959598 * y * (z * z - x * x);
+      Y[15] = 2.091650066335189 * z * (z * z - 3 * x * x);
+      for (int m = 0; m < n; ++m) A[m][c] = Y[l * l + m];
+    }
+    for (int m = 0; m < n; ++m) A[m][n + m] = 1;
+    for (int col = 0; col < n; ++col) {
+      int piv = col;
+      for (int r2 = col + 1; r2 < n; ++r2)
+        if ((A[r2][col] < 0 ? -A[r2][col] : A[r2][col]) > (A[piv][col] < 0 ? -A[piv][col] : A[piv][col])) piv = r2;
+      for (int k = 0; k < 2 * n; ++k) {
+        const double t = A[col][k];
+        A[col][k] = A[piv][k];
+        A[piv][k] = t;
+      }
+      const double d = A[col][col];
+      for (int k = 0; k < 2 * n; ++k) A[col][k] /= d;
+      for (int r2 = 0; r2 < n; ++r2)
+        if (r2 != col) {
+          const double f = A[r2][col];
+          for (int k = 0; k < 2 * n; ++k) A[r2][k] -= f * A[col][k];
+        }
+    }
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) {
+        if (l == 2) B.inv2[a][b] = A[a][n + b];
+        if (l == 3) B.inv3[a][b] = A[a][n + b];
+      }
+  }
+  return B;
+}
+
+// D^l(R) for l = 0..L, block-packed (see header comment). S = T or Dual3<T>.
+template <int L, class S>
+KOKKOS_INLINE_FUNCTION void wigner_D(const S (*R)[3], S* D) {
+  using T = typename ScalarOf<S>::type;
+  constexpr WignerBasis WB = make_wigner_basis();
+  D[0] = S(T(1));
+  if constexpr (L >= 1)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) D[1 + 3 * a + b] = R[a][b];
+  if constexpr (L >= 2) {
+    S Yr[7][16];
+    constexpr int npts = L >= 3 ? 7 : 5;
+    for (int c = 0; c < npts; ++c) {
+      S p[3];
+      for (int a = 0; a < 3; ++a) p[a] = R[a][0] * T(WB.P[c][0]) + R[a][1] * T(WB.P[c][1]) + R[a][2] * T(WB.P[c][2]);
+      sh_unit<L, S>(p[0], p[1], p[2], Yr[c]);
+    }
+    for (int a = 0; a < 5; ++a)
+      for (int b = 0; b < 5; ++b) {
+        S s = S(T(0));
+        for (int c = 0; c < 5; ++c) s = s + Yr[c][4 + a] * T(WB.inv2[c][b]);
+        D[10 + 5 * a + b] = s;
+      }
+    if constexpr (L >= 3)
+      for (int a = 0; a < 7; ++a)
+        for (int b = 0; b < 7; ++b) {
+          S s = S(T(0));
+          for (int c = 0; c < 7; ++c) s = s + Yr[c][9 + a] * T(WB.inv3[c][b]);
+          D[35 + 7 * a + b] = s;
+        }
+  }
+}
+
+template <int L, bool ALL>
+struct GatherTable {
+  static constexpr int P = num_paths(L, ALL);
+  int src[P][7];
+  double coef[P][7];
+  bool ok;
+};
+
+template <int L, bool ALL>
+KOKKOS_INLINE_FUNCTION constexpr GatherTable<L, ALL> make_gather_table() {
+  GatherTable<L, ALL> G{};
+  G.ok = true;
+  for (int p = 0; p < GatherTable<L, ALL>::P; ++p) {
+    const PathLs q = path_at(L, ALL, p);
+    for (int m = 0; m < 7; ++m) {
+      G.src[p][m] = -1;
+      G.coef[p][m] = 0;
+    }
+    int ci = -1;
+    for (int k = 0; k < cg::kNumPaths; ++k)
+      if (cg::kPaths[k].l1 == q.l1 && cg::kPaths[k].l2 == q.l2 && cg::kPaths[k].l3 == q.l3) ci = k;
+    if (ci < 0) {
+      G.ok = false;
+      continue;
+    }
+    const double scale = constexpr_sqrt(2.0 * q.l3 + 1);
+    for (int e = cg::kPaths[ci].offset; e < cg::kPaths[ci].offset + cg::kPaths[ci].count; ++e) {
+      const cg::Entry& E = cg::kEntries[e];
+      if (E.i2 != q.l2) continue;  // aligned frame: only m2 = 0 of Y^{l2} is non-zero
+      if (G.src[p][E.i3] != -1) G.ok = false;
+      G.src[p][E.i3] = E.i1;
+      G.coef[p][E.i3] = scale * E.value;
+    }
+  }
+  return G;
+}
+
+// Aligned-frame product of rotated features hr (block layout k(l, m)) into outr (num_out slots).
+template <int L, bool ALL, class S, class W>
+KOKKOS_INLINE_FUNCTION void eaas_aligned(const S* hr, const W* w, W s, S* outr) {
+  using T = typename ScalarOf<S>::type;
+  constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
+  static_assert(G.ok, "EAAS gather table: an output row has more than one source");
+  static_for<GatherTable<L, ALL>::P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
+    // Y^{l2}_0 = sqrt(2 l2 + 1) in the aligned frame; the table carries sqrt(2 l3 + 1)
+    constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
+    const T a = T(f) * T(s * w[p]);
+    for (int m = 0; m < 2 * q.l3 + 1; ++m)
+      if (G.src[p][m] >= 0) outr[o + m] = outr[o + m] + (a * T(G.coef[p][m])) * hr[q.l1 * q.l1 + G.src[p][m]];
+  });
+}
+
+// y = D x (blockwise) or y = D^T x for one irrep-vector with degrees 0..L.
+template <int L, bool TRANSPOSE, class S, class X>
+KOKKOS_INLINE_FUNCTION void apply_wigner(const S* D, const X* x, S* y) {
+  using T = typename ScalarOf<S>::type;
+  for (int l = 0; l <= L; ++l) {
+    const int n = 2 * l + 1, off = wigner_offset(l);
+    for (int a = 0; a < n; ++a) {
+      S s = S(T(0));
+      for (int b = 0; b < n; ++b) s = s + (TRANSPOSE ? D[off + b * n + a] : D[off + a * n + b]) * x[l * l + b];
+      y[l * l + a] = s;
+    }
+  }
+}
+
+template <int L, bool ALL, class T>
+KOKKOS_INLINE_FUNCTION void eaas_tp(const T* r, const T* h, const T* w, T s, T* out) {
+  constexpr int K = num_sh(L), KO = num_out(L, ALL);
+  T R[3][3], D[84], hr[K], outr[KO], tmp[K];
+  edge_frame<T>(r, R);
+  wigner_D<L, T>(R, D);
+  apply_wigner<L, false>(D, h, hr);
+  for (int k = 0; k < KO; ++k) outr[k] = T(0);
+  eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
+  for (int b = 0; b < KO / K; ++b) {
+    apply_wigner<L, true>(D, outr + b * K, tmp);
+    for (int k = 0; k < K; ++k) out[b * K + k] += tmp[k];
+  }
+}
+
+// Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (reverse, exact transposes) and gr (forward-mode
+// dual numbers through the frame and the Wigner matrices).
+template <int L, bool ALL, class T>
+KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, T s, const T* g, T* gh, T* gw,
+                                            T* gr) {
+  constexpr int K = num_sh(L), KO = num_out(L, ALL), NB = KO / K;
+  constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
+  using D3 = Dual3<T>;
+  D3 rd[3] = {D3(r[0], 1, 0, 0), D3(r[1], 0, 1, 0), D3(r[2], 0, 0, 1)};
+  D3 R[3][3], D[84];
+  edge_frame<D3>(rd, R);
+  wigner_D<L, D3>(R, D);
+  D3 hr[K], gr_rot[KO], tmp[K];
+  D3 hd[K], gd[KO];
+  for (int k = 0; k < K; ++k) hd[k] = D3(h[k]);
+  for (int k = 0; k < KO; ++k) gd[k] = D3(g[k]);
+  apply_wigner<L, false>(D, hd, hr);
+  for (int b = 0; b < NB; ++b) apply_wigner<L, false>(D, gd + b * K, gr_rot + b * K);
+  // <g, D^T F(D h)> = <D g, F(D h)>: value gives gw, partials give gr
+  D3 ghr[K];
+  for (int k = 0; k < K; ++k) ghr[k] = D3(T(0));
+  D3 total(T(0));
+  static_for<GatherTable<L, ALL>::P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
+    constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
+    D3 acc(T(0));
+    for (int m = 0; m < 2 * q.l3 + 1; ++m)
+      if (G.src[p][m] >= 0) {
+        const T c = T(f) * T(G.coef[p][m]);
+        acc = acc + c * (gr_rot[o + m] * hr[q.l1 * q.l1 + G.src[p][m]]);
+        // reverse for h: ghr[src] += s w c (D g)[m]   (values only)
+        ghr[q.l1 * q.l1 + G.src[p][m]].v += s * w[p] * c * gr_rot[o + m].v;
+      }
+    gw[p] += s * acc.v;
+    total = total + (s * w[p]) * acc;
+  });
+  for (int b = 0; b < 3; ++b) gr[b] += total.d[b];
+  T Dv[84], ghv[K], ghrv[K];
+  for (int k = 0; k < 84; ++k) Dv[k] = D[k].v;
+  for (int k = 0; k < K; ++k) ghrv[k] = ghr[k].v;
+  apply_wigner<L, true>(Dv, ghrv, ghv);
+  for (int k = 0; k < K; ++k) gh[k] += ghv[k];
+  (void)tmp;
+}
+
+// 2x2 block form of the aligned-frame product summed over paths (weights w, factor s).
+template <int L, bool ALL, class T>
+KOKKOS_INLINE_FUNCTION void eaas_blocks(const T* w, T s, T (*W)[4][4], T (*Wt)[4][4]) {
+  constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      for (int c = 0; c < 4; ++c) W[a][b][c] = Wt[a][b][c] = T(0);
+  static_for<GatherTable<L, ALL>::P>([&](auto I) {
+    constexpr int p = decltype(I)::value;
+    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
+    const bool even = (q.l1 + q.l2 + q.l3) % 2 == 0;
+    for (int m = 0; m <= (q.l1 < q.l3 ? q.l1 : q.l3); ++m) {
+      const int row = q.l3 - m;  // output m3 = -m: source is -m (even) or +m (odd)
+      if (G.src[p][row] < 0) continue;
+      const T c = T(f) * T(G.coef[p][row]) * s * w[p];
+      if (even)
+        W[q.l3][q.l1][m] += c;  // out(-m) = W h(-m)
+      else
+        Wt[q.l3][q.l1][m] += c;  // out(-m) = Wt h(+m)
+    }
+  });
+}
+
+}  // namespace kernels
+}  // namespace batmobile

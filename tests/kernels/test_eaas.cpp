@@ -1,0 +1,249 @@
+// EAAS / SO(2): frame and Wigner-D (design.md test vector), gather table (design.md test vector, "at most one
+// source", parity rule), equality with the dense CG product for every path, 2x2 block form, adjoint.
+#include "test_util.hpp"
+
+using namespace bt;
+
+namespace {
+double maxabs(const double* a, int n) {
+  double m = 0;
+  for (int k = 0; k < n; ++k) m = std::max(m, std::fabs(a[k]));
+  return m;
+}
+std::vector<std::array<double, 3>> test_directions() {
+  std::mt19937 rng(51);
+  std::normal_distribution<double> g(0, 1);
+  std::vector<std::array<double, 3>> v = {{1, 2, 3},     {0, 1, 0},         {0, -2, 0},   {1e-7, 1, -2e-7},
+                                          {0.3, -1, 0.1}, {-1e-9, -1, 1e-9}, {1, 0.9, 0.2}, {0.5, 0, 0}};
+  for (int t = 0; t < 20; ++t) v.push_back({g(rng), g(rng), g(rng)});
+  return v;
+}
+}  // namespace
+
+TEST(EAAS, DesignTestVectorFrameAndWignerD) {
+  const double r[3] = {1, 2, 3};
+  double R[3][3], D[84];
+  edge_frame<double>(r, R);
+  const double ref[3][3] = {{0.948683, 0, -0.316228}, {0.267261, 0.534522, 0.801784}, {0.169031, -0.845154, 0.507093}};
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) EXPECT_NEAR(R[a][b], ref[a][b], 1e-6);
+  wigner_D<3, double>(R, D);
+  double Y[16], Yr[16];
+  sh<3, double>(r, Y);
+  for (int l = 0; l <= 3; ++l) {
+    const int n = 2 * l + 1, off = wigner_offset(l);
+    for (int a = 0; a < n; ++a) {
+      double s = 0;
+      for (int b = 0; b < n; ++b) s += D[off + a * n + b] * Y[l * l + b];
+      Yr[l * l + a] = s;
+    }
+  }
+  const double expect[16] = {1, 0, 1.732051, 0, 0, 0, 2.236068, 0, 0, 0, 0, 0, 2.645751, 0, 0, 0};
+  for (int k = 0; k < 16; ++k) EXPECT_NEAR(Yr[k], expect[k], 1e-6) << k;
+}
+
+TEST(EAAS, WignerDIsTheRepresentation) {
+  for (const auto& v : test_directions()) {
+    double R[3][3], D[84];
+    edge_frame<double>(v.data(), R);
+    // R is a proper rotation taking rhat to +y
+    double det = R[0][0] * (R[1][1] * R[2][2] - R[1][2] * R[2][1]) - R[0][1] * (R[1][0] * R[2][2] - R[1][2] * R[2][0]) +
+                 R[0][2] * (R[1][0] * R[2][1] - R[1][1] * R[2][0]);
+    EXPECT_NEAR(det, 1.0, 1e-12);
+    wigner_D<3, double>(R, D);
+    std::mt19937 rng(52);
+    std::normal_distribution<double> g(0, 1);
+    for (int t = 0; t < 3; ++t) {
+      double u[3] = {g(rng), g(rng), g(rng)}, ru[3], Yu[16], Yru[16];
+      for (int a = 0; a < 3; ++a) ru[a] = R[a][0] * u[0] + R[a][1] * u[1] + R[a][2] * u[2];
+      sh<3, double>(u, Yu);
+      sh<3, double>(ru, Yru);
+      for (int l = 0; l <= 3; ++l) {
+        const int n = 2 * l + 1, off = wigner_offset(l);
+        for (int a = 0; a < n; ++a) {
+          double s = 0;
+          for (int b = 0; b < n; ++b) s += D[off + a * n + b] * Yu[l * l + b];
+          EXPECT_NEAR(s, Yru[l * l + a], 1e-11);  // Y(R u) = D(R) Y(u)
+        }
+      }
+    }
+  }
+}
+
+TEST(EAAS, GatherTableDesignTestVector) {
+  constexpr auto G = make_gather_table<2, true>();
+  static_assert(G.ok, "at most one source per row");
+  struct Row {
+    int l1, l3;
+    std::vector<std::pair<int, double>> rows;  // per output m3: (global source row or -1, coefficient)
+  };
+  const std::vector<Row> expect = {
+      {1, 0, {{2, 0.57735}}},
+      {0, 1, {{-1, 0}, {0, 1.0}, {-1, 0}}},
+      {1, 1, {{3, -0.707107}, {-1, 0}, {1, 0.707107}}},
+      {2, 1, {{5, 0.547723}, {6, 0.632456}, {7, 0.547723}}},
+      {1, 2, {{-1, 0}, {1, 0.707107}, {2, 0.816497}, {3, 0.707107}, {-1, 0}}},
+      {2, 2, {{8, -0.816497}, {7, -0.408248}, {-1, 0}, {5, 0.408248}, {4, 0.816497}}}};
+  for (const auto& e : expect) {
+    int p = -1;
+    for (int k = 0; k < num_paths(2, true); ++k) {
+      const auto q = path_at(2, true, k);
+      if (q.l1 == e.l1 && q.l2 == 1 && q.l3 == e.l3) p = k;
+    }
+    ASSERT_GE(p, 0);
+    for (int m = 0; m < 2 * e.l3 + 1; ++m) {
+      const int src = G.src[p][m] < 0 ? -1 : e.l1 * e.l1 + G.src[p][m];
+      EXPECT_EQ(src, e.rows[m].first) << e.l1 << "1" << e.l3 << " m " << m;
+      EXPECT_NEAR(G.coef[p][m], e.rows[m].second, 1e-6);
+    }
+  }
+}
+
+TEST(EAAS, GatherParityRuleAllPaths) {
+  constexpr auto G = make_gather_table<3, true>();
+  static_assert(G.ok, "at most one source per row");
+  for (int p = 0; p < num_paths(3, true); ++p) {
+    const auto q = path_at(3, true, p);
+    const bool even = (q.l1 + q.l2 + q.l3) % 2 == 0;
+    for (int m = -q.l3; m <= q.l3; ++m) {
+      const int src = G.src[p][m + q.l3];
+      if (src < 0) continue;
+      EXPECT_EQ(src - q.l1, even ? m : -m) << p;
+      if (!even) EXPECT_NE(m, 0);
+      if (m > 0) {  // 2x2 block structure: even paths symmetric, odd paths antisymmetric in (+m, -m)
+        const double cp = G.coef[p][m + q.l3], cm = G.coef[p][-m + q.l3];
+        EXPECT_NEAR(cp, even ? cm : -cm, 1e-14) << p;
+      }
+    }
+  }
+}
+
+template <int L, bool ALL>
+void check_matches_dense() {
+  constexpr int K = num_sh(L), KO = num_out(L, ALL), P = num_paths(L, ALL);
+  std::mt19937 rng(53);
+  std::normal_distribution<double> g(0, 1);
+  for (const auto& v : test_directions()) {
+    double h[K];
+    for (double& x : h) x = g(rng);
+    for (int p = 0; p < P; ++p) {  // each path on its own
+      double w[P] = {};
+      w[p] = 1.0;
+      double Y[K], dense[KO] = {}, eaas[KO] = {};
+      sh<L, double>(v.data(), Y);
+      tp_fwd<L, ALL, double>(h, Y, w, 1.0, dense);
+      eaas_tp<L, ALL, double>(v.data(), h, w, 1.0, eaas);
+      const double sc = maxabs(dense, KO);
+      ASSERT_GT(sc, 1e-6);
+      for (int k = 0; k < KO; ++k) EXPECT_NEAR(eaas[k], dense[k], 1e-10 * sc) << "path " << p << " k " << k;
+    }
+  }
+}
+
+TEST(EAAS, EqualsDenseCGEveryPathL3All) { check_matches_dense<3, true>(); }
+TEST(EAAS, EqualsDenseCGEveryPathL2Natural) { check_matches_dense<2, false>(); }
+
+TEST(EAAS, BlockFormEqualsGather) {
+  constexpr int L = 3;
+  std::mt19937 rng(54);
+  std::normal_distribution<double> g(0, 1);
+  double w[34], hr[16];
+  for (double& x : w) x = g(rng);
+  for (double& x : hr) x = g(rng);
+  double out[32] = {};
+  eaas_aligned<L, true, double, double>(hr, w, 0.8, out);
+  double W[4][4][4], Wt[4][4][4];
+  eaas_blocks<L, true, double>(w, 0.8, W, Wt);
+  for (int l3 = 0; l3 <= 3; ++l3)
+    for (int m = -l3; m <= l3; ++m) {
+      double s = 0;
+      for (int l1 = 0; l1 <= 3; ++l1) {
+        const int am = std::abs(m);
+        if (am > l1) continue;
+        const double hp = hr[l1 * l1 + l1 + am], hm = hr[l1 * l1 + l1 - am];
+        if (m == 0)
+          s += W[l3][l1][0] * hr[l1 * l1 + l1];
+        else if (m > 0)
+          s += W[l3][l1][am] * hp - Wt[l3][l1][am] * hm;
+        else
+          s += W[l3][l1][am] * hm + Wt[l3][l1][am] * hp;
+      }
+      // both parity slots together (the block form is parity-agnostic)
+      EXPECT_NEAR(s, out[l3 * l3 + l3 + m] + out[16 + l3 * l3 + l3 + m], 1e-12) << l3 << " " << m;
+    }
+}
+
+TEST(EAAS, AdjointMatchesFiniteDifferences) {
+  constexpr int L = 3, K = 16, KO = 32, P = 34;
+  std::mt19937 rng(55);
+  std::normal_distribution<double> g(0, 1);
+  for (const auto& v : test_directions()) {
+    double h[K], w[P], go[KO];
+    for (double& x : h) x = g(rng);
+    for (double& x : w) x = g(rng);
+    for (double& x : go) x = g(rng);
+    auto E = [&](const double* r, const double* hh, const double* ww) {
+      double out[KO] = {};
+      eaas_tp<L, true, double>(r, hh, ww, 0.7, out);
+      double s = 0;
+      for (int k = 0; k < KO; ++k) s += go[k] * out[k];
+      return s;
+    };
+    double gh[K] = {}, gw[P] = {}, gr[3] = {};
+    eaas_tp_adjoint<L, true, double>(v.data(), h, w, 0.7, go, gh, gw, gr);
+    const double eps = 1e-6;
+    for (int b = 0; b < 3; ++b) {
+      double rp[3] = {v[0], v[1], v[2]}, rm[3] = {v[0], v[1], v[2]};
+      rp[b] += eps;
+      rm[b] -= eps;
+      // the dense product is the same function; FD through it is independent of the frame switch
+      auto Ed = [&](const double* r) {
+        double Y[K], out[KO] = {};
+        sh<L, double>(r, Y);
+        tp_fwd<L, true, double>(h, Y, w, 0.7, out);
+        double s = 0;
+        for (int k = 0; k < KO; ++k) s += go[k] * out[k];
+        return s;
+      };
+      const double fd = (Ed(rp) - Ed(rm)) / (2 * eps);
+      ASSERT_TRUE(std::isfinite(gr[b]));
+      EXPECT_NEAR(gr[b], fd, 1e-6 * (1 + std::fabs(fd))) << v[0] << " " << v[1] << " " << v[2] << " dir " << b;
+    }
+    for (int k = 0; k < K; ++k) {
+      double hp[K], hm[K];
+      std::copy(h, h + K, hp);
+      std::copy(h, h + K, hm);
+      hp[k] += 1e-5;
+      hm[k] -= 1e-5;
+      EXPECT_NEAR(gh[k], (E(v.data(), hp, w) - E(v.data(), hm, w)) / 2e-5, 1e-8 * (1 + std::fabs(gh[k])));
+    }
+    for (int p = 0; p < P; ++p) {
+      double wp[P], wm[P];
+      std::copy(w, w + P, wp);
+      std::copy(w, w + P, wm);
+      wp[p] += 1e-5;
+      wm[p] -= 1e-5;
+      EXPECT_NEAR(gw[p], (E(v.data(), h, wp) - E(v.data(), h, wm)) / 2e-5, 1e-8 * (1 + std::fabs(gw[p])));
+    }
+  }
+}
+
+// The same header runs inside a Kokkos kernel (device code path), float and double.
+TEST(EAAS, RunsInKernel) {
+  Kokkos::View<double*, Dev> err("err", 1);
+  Kokkos::parallel_for(
+      Kokkos::RangePolicy<Dev::execution_space>(0, 1), KOKKOS_LAMBDA(const int) {
+        const double r[3] = {0.3, -0.7, 1.1};
+        double h[16], w[34], Y[16], a[32] = {}, b[32] = {};
+        for (int k = 0; k < 16; ++k) h[k] = 0.1 * k - 0.5;
+        for (int p = 0; p < 34; ++p) w[p] = 0.05 * p + 0.1;
+        sh<3, double>(r, Y);
+        tp_fwd<3, true, double>(h, Y, w, 1.0, a);
+        eaas_tp<3, true, double>(r, h, w, 1.0, b);
+        double e = 0;
+        for (int k = 0; k < 32; ++k) e = fmax(e, fabs(a[k] - b[k]));
+        err(0) = e;
+      });
+  auto e = to_host(err);
+  EXPECT_LT(e(0), 1e-12);
+}
