@@ -76,11 +76,17 @@ struct ModelData {
   Kokkos::View<T*, ExecSpace> cg_coef;
 };
 
+// Edge operations (message + attention and their adjoints): the fused kernels of src/kernels (one team per
+// atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
+enum class EdgeBackend { Fused, Reference };
+
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Model {
  public:
   using FeatureView = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
-  explicit Model(const ModelFile& file);
+  explicit Model(const ModelFile& file, EdgeBackend backend = EdgeBackend::Fused);
+  ~Model();
+  EdgeBackend backend() const { return backend_; }
   const ModelHyper& hyper() const { return hyper_; }
 
   // Energy, forces on all n_all atoms, virial; eatom/vatom when the Results views are allocated (non-empty).
@@ -91,6 +97,13 @@ class Model {
 
  private:
   void ensure_capacity(int n_local, int n_all, int n_edges);
+  template <class Fn>
+  void with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn);
+  void fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph);
+  void fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph, FeatureView dh_in);
+  struct FusedState;  // kernel-library parameters and workspace (defined in model_impl.hpp)
+  std::unique_ptr<FusedState> fused_;
+  EdgeBackend backend_;
   ModelHyper hyper_;
   ModelData<T, ExecSpace> d_;
   int64_t n_edges_ = 0;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "kernels/generated/cg_tables.hpp"
+#include "kernels/interaction.hpp"
 #include "model/model.hpp"
 #include "model/sh.hpp"
 
@@ -165,7 +166,18 @@ void IndexMapGhostExchange<T, ExecSpace>::reverse(FeatureView dh) {
 
 // ---------------------------------------------------------------------------------------------------------
 template <class T, class ExecSpace>
-Model<T, ExecSpace>::Model(const ModelFile& file) : hyper_(file.hyper) {
+struct Model<T, ExecSpace>::FusedState {
+  std::vector<kernels::LayerParams<T, ExecSpace>> params;
+  std::vector<kernels::InteractionWork<T, ExecSpace>> work;  // per layer: q, k, M, Z saved for the adjoint
+  Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions in T for the kernels
+  Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom;
+};
+
+template <class T, class ExecSpace>
+Model<T, ExecSpace>::~Model() = default;
+
+template <class T, class ExecSpace>
+Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend_(backend), hyper_(file.hyper) {
   const ModelHyper& hp = hyper_;
   auto& md = d_;
   md.L = hp.L;
@@ -279,6 +291,26 @@ Model<T, ExecSpace>::Model(const ModelFile& file) : hyper_(file.hyper) {
   for (size_t i = 0; i < coef.size(); ++i) hc(i) = T(coef[i]);
   Kokkos::deep_copy(md.cg_coef, hc);
   (void)C;
+
+  if (backend_ == EdgeBackend::Fused) {
+    if (L < 1 || L > 3 || hp.NB > kernels::kMaxNB || hp.dk > kernels::kMaxDk)
+      throw std::runtime_error("Batmobile model: the fused kernels need 1 <= L <= 3, NB <= 16, dk <= 32 "
+                               "(use the reference edge backend)");
+    fused_ = std::make_unique<FusedState>();
+    fused_->work.resize(hp.T);
+    for (int t = 0; t < hp.T; ++t) {
+      const std::string p = "layers." + std::to_string(t) + ".";
+      auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
+      auto make = [&](auto Lc) {
+        return kernels::make_layer_params<T, ExecSpace, decltype(Lc)::value>(
+            hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
+            v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"));
+      };
+      if (L == 1) fused_->params.push_back(make(std::integral_constant<int, 1>()));
+      if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
+      if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
+    }
+  }
 }
 
 template <class T, class ExecSpace>
@@ -320,6 +352,48 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   need1(edge_recv_, n_edges, "bm_edge_recv");
   need1(send_offsets_, n_all + 1, "bm_send_offsets");
   need1(send_edges_, n_edges, "bm_send_edges");
+}
+
+template <class T, class ExecSpace>
+template <class Fn>
+void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn) {
+  kernels::Graph<T, ExecSpace> g;
+  g.x = fused_->x;
+  g.recv_offsets = graph.recv_offsets;
+  g.edge_sender = graph.senders;
+  g.edge_receiver = edge_recv_;
+  g.send_offsets = send_offsets_;
+  g.send_edges = send_edges_;
+  g.n_recv = nl;
+  g.n_total = na;
+  g.n_edges = n_edges;
+  const int K = d_.K, C = d_.C;
+  auto as3 = [&](FeatureView v, int n) {
+    return Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), n, K, C);
+  };
+  switch (d_.L) {
+    case 1: fn(std::integral_constant<int, 1>(), g, as3); break;
+    case 2: fn(std::integral_constant<int, 2>(), g, as3); break;
+    default: fn(std::integral_constant<int, 3>(), g, as3); break;
+  }
+}
+
+template <class T, class ExecSpace>
+void Model<T, ExecSpace>::fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph) {
+  with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
+    kernels::interaction_forward<T, ExecSpace, decltype(Lc)::value, true>(
+        g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t]);
+  });
+}
+
+template <class T, class ExecSpace>
+void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph,
+                                               FeatureView dh_in) {
+  with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
+    kernels::interaction_backward<T, ExecSpace, decltype(Lc)::value, true>(
+        g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
+        fused_->f, fused_->vatom, fused_->work[t]);
+  });
 }
 
 template <class T, class ExecSpace>
@@ -369,6 +443,24 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto soff = send_offsets_;
   auto sedge = send_edges_;
 
+  const bool fused = backend_ == EdgeBackend::Fused;
+  if (fused) {
+    auto& F = *fused_;
+    if (F.x.extent(0) < static_cast<size_t>(na)) {
+      const size_t cap = na + na / 5 + 16;
+      F.x = decltype(F.x)("bm_xT", cap);
+      F.f = decltype(F.f)("bm_fused_f", cap, 3);
+      F.vatom = decltype(F.vatom)("bm_fused_vatom", cap, 6);
+    }
+    auto xT = F.x;
+    Kokkos::parallel_for(
+        "bm_xT", Policy(0, na), KOKKOS_LAMBDA(int n) {
+          for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a));
+        });
+    Kokkos::deep_copy(F.f, 0.0);
+    Kokkos::deep_copy(F.vatom, 0.0);
+  }
+
   // Embedding (owned and ghost atoms alike: it depends only on the species).
   {
     auto h0 = h_[0];
@@ -397,6 +489,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto amax = argmax_[t];
+    if (fused) {
+      fused_forward_layer(t, nl, na, n_edges, graph);
+    } else {
     Kokkos::parallel_for(
         "bm_qk", Policy(0, na), KOKKOS_LAMBDA(int n) {
           for (int r = 0; r < AD; ++r) {
@@ -462,6 +557,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
               mv(i, k * C + c) = macc[k * C + c] * md.inv_avg;
               ov(i, k * C + c) = oacc[k * C + c] / (Z[c / CperA] + T(kSoftmaxEps));
             }
+        });
+    }
+    Kokkos::parallel_for(
+        "bm_layer_node_forward", Policy(0, nl), KOKKOS_LAMBDA(int i) {
           // mix and gate
           T act[kMaxK * kMaxC];
           for (int o = 0; o < C; ++o) {
@@ -633,6 +732,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             obar(i, a) = acc;
           }
         });
+    if (fused) {
+      fused_backward_layer(t, nl, na, n_edges, graph, dhin);
+    } else {
     // (b) per receiver: edge geometry adjoint (dE/dr per edge), query adjoint; saves P and dE/ds per edge
     Kokkos::parallel_for(
         "bm_edge_adjoint_receiver", Policy(0, nl), KOKKOS_LAMBDA(int i) {
@@ -756,6 +858,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             dhin(j, c) += s;
           }
         });
+    }
     // Ghost rows of layer t's input are copies of owners' layer t-1 outputs: fold their adjoints.
     if (t > 0 && exchange && na > nl) exchange->reverse(dhin);
     Kokkos::deep_copy(dh, dhin);
@@ -765,6 +868,27 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto f = out.f;
   if (f.extent(0) < static_cast<size_t>(na))
     throw std::runtime_error("Batmobile model: force view smaller than n_all");
+  if (fused) {
+    // the kernels accumulated forces and half of each edge tally onto both ends
+    auto ff = fused_->f;
+    auto fv = fused_->vatom;
+    auto vatom = out.vatom;
+    const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
+    model_detail::V6 vir;
+    Kokkos::parallel_reduce(
+        "bm_fused_out", Policy(0, na),
+        KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
+          for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a);
+          for (int a = 0; a < 6; ++a) {
+            acc.v[a] += fv(n, a);
+            if (want_vatom) vatom(n, a) = fv(n, a);
+          }
+        },
+        vir);
+    for (int a = 0; a < 6; ++a) out.virial[a] = vir.v[a];
+    Kokkos::fence();
+    return;
+  }
   Kokkos::parallel_for(
       "bm_forces", Policy(0, na), KOKKOS_LAMBDA(int n) {
         double F[3] = {0, 0, 0};
