@@ -1,0 +1,312 @@
+// Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
+//
+// Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick]
+//                        [--check-dump DIR]
+//   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
+//     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
+//     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
+//     conv_fwd_bwd       forward + adjoint (dE/dh, dE/dw, dE/dr -> forces and per-atom virial)
+//     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
+//                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
+//   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
+//   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
+//   was set up (CUDA only, else null).
+//   --graph-dir: writes graph_<N>_<k>.bin (float32 positions N*3, then int32 senders E) for the e3nn script.
+//   --check-dump DIR: instead of timing, writes a small double-precision case (inputs, SH, conv output and
+//   adjoint for a given upstream gradient) for bench/e3nn_bench.py --check.
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/batmobile_kernels.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+using namespace batmobile::kernels;
+using Dev = Kokkos::DefaultExecutionSpace::device_type;
+using Exec = Kokkos::DefaultExecutionSpace;
+
+namespace {
+
+long long device_used_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  return (long long)(total_b - free_b);
+#else
+  return -1;
+#endif
+}
+
+struct RandomGraph {
+  int N, k;
+  double box;
+  std::vector<float> x;
+  std::vector<int> recv, send;
+};
+
+RandomGraph make_random_graph(int N, int k, unsigned seed) {
+  RandomGraph g{N, k, std::cbrt(N / 0.1), {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, g.box);
+  g.x.resize(3 * size_t(N));
+  for (auto& v : g.x) v = float(u(rng));
+  std::uniform_int_distribution<int> pick(0, N - 1);
+  for (int i = 0; i < N; ++i) {
+    std::vector<int> chosen;
+    while (int(chosen.size()) < k) {
+      const int j = pick(rng);
+      if (j == i || std::find(chosen.begin(), chosen.end(), j) != chosen.end()) continue;
+      chosen.push_back(j);
+    }
+    for (int j : chosen) {
+      g.recv.push_back(i);
+      g.send.push_back(j);
+    }
+  }
+  return g;
+}
+
+template <class F>
+double median_ms(F&& f, int warmup, int reps) {
+  for (int r = 0; r < warmup; ++r) f();
+  Kokkos::fence();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    Kokkos::fence();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    Kokkos::fence();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class V>
+void fill_random(const V& v, unsigned seed, double scale) {
+  auto h = Kokkos::create_mirror_view(v);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0, scale);
+  for (size_t a = 0; a < h.span(); ++a) h.data()[a] = typename V::value_type(g(rng));
+  Kokkos::deep_copy(v, h);
+}
+
+// Useful fp32 FLOPs per edge of the conv forward (CG FMAs + per-path weight scaling), all 34 paths.
+double conv_flops_per_edge(int C) {
+  double per_channel = 2.0 * cg::kNumEntries;
+  for (int p = 0; p < num_paths(3, true); ++p) per_channel += 2.0 * (2 * path_at(3, true, p).l3 + 1);
+  return per_channel * C;
+}
+
+struct Result {
+  std::string op;
+  int atoms, neighbors, channels;
+  double ms;
+  long long peak;
+  double roofline;  // < 0: not reported
+};
+
+void write_result(std::FILE* out, const Result& r) {
+  std::fprintf(out,
+               "{\"op\": \"%s\", \"atoms\": %d, \"neighbors\": %d, \"channels\": %d, \"batmobile_ms\": %.6f, "
+               "\"batmobile_peak_bytes\": %s, \"fp32_roofline_fraction\": %s, \"device\": \"%s\"}\n",
+               r.op.c_str(), r.atoms, r.neighbors, r.channels, r.ms,
+               r.peak >= 0 ? std::to_string(r.peak).c_str() : "null",
+               r.roofline >= 0 ? std::to_string(r.roofline).c_str() : "null", Exec::name());
+  std::fflush(out);
+}
+
+void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir) {
+  const RandomGraph rg = make_random_graph(N, k, 1000u + N + k);
+  if (!graph_dir.empty()) {
+    std::ofstream f(graph_dir + "/graph_" + std::to_string(N) + "_" + std::to_string(k) + ".bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(rg.x.data()), rg.x.size() * sizeof(float));
+    f.write(reinterpret_cast<const char*>(rg.send.data()), rg.send.size() * sizeof(int));
+  }
+  const int E = N * k;
+  const double fma_rate = 56e12;  // measured H200 fp32 FMA rate (toolchain.md), FLOP/s
+  {  // SH
+    const long long base = device_used_bytes();
+    Kokkos::View<float* [3], Kokkos::LayoutRight, Dev> r("r", E);
+    fill_random(r, 1, 1.0);
+    Kokkos::View<float**, Kokkos::LayoutRight, Dev> Y("Y", E, 16);
+    ComputeSH<float, 3, Dev> f{r, Y, {}, {}};
+    const double ms = median_ms([&] { Kokkos::parallel_for("sh", Kokkos::RangePolicy<Exec>(0, E), f); }, warmup, reps);
+    write_result(out, {"sh", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
+  }
+  auto g = make_graph<float, Dev>(rg.x, N, rg.recv, rg.send);
+  {  // conv with per-edge weights, all 34 paths
+    const long long base = device_used_bytes();
+    using Kern = ConvEdgeWeights<float, Dev, 3, true>;
+    Kern kern;
+    kern.g = g;
+    kern.C = C;
+    kern.scale = 1.0f;
+    Kokkos::View<float***, Kokkos::LayoutRight, Dev> h("h", N, 16, C), w("w", E, Kern::P, C),
+        go("go", N, Kern::KO, C);
+    fill_random(h, 2, 1.0);
+    fill_random(w, 3, 1.0);
+    fill_random(go, 4, 1.0);
+    kern.h = h;
+    kern.w = w;
+    kern.gout = go;
+    kern.out = decltype(kern.out)("out", N, Kern::KO, C);
+    kern.gh = decltype(kern.out)("gh", N, 16, C);
+    kern.gw = decltype(kern.out)("gw", E, Kern::P, C);
+    kern.f = decltype(kern.f)("f", N, 3);
+    kern.vatom = decltype(kern.f)("vatom", N, 6);
+    const double fl = conv_flops_per_edge(C) * E;
+    double ms = median_ms([&] { kern.forward(); }, warmup, reps);
+    write_result(out, {"conv_fwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, fl / (ms * 1e-3) / fma_rate});
+    ms = median_ms(
+        [&] {
+          kern.forward();
+          Kokkos::deep_copy(kern.gh, 0.0f);
+          Kokkos::deep_copy(kern.f, 0.0);
+          Kokkos::deep_copy(kern.vatom, 0.0);
+          kern.backward();
+        },
+        warmup, reps);
+    write_result(out,
+                 {"conv_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, 3 * fl / (ms * 1e-3) / fma_rate});
+  }
+  {  // fused interaction + attention, L = 2 (model default), forward + adjoint
+    constexpr int L = 2;
+    const int A = 4, dk = 8, NB = 8, H = 32, P = num_paths(L, false);
+    const long long base = device_used_bytes();
+    std::mt19937 rng(5);
+    std::normal_distribution<double> nd(0, 1);
+    auto rnd = [&](size_t n, double s) {
+      std::vector<double> v(n);
+      for (auto& a : v) a = s * nd(rng);
+      return v;
+    };
+    const double rc = rg.box * 1.8 + 1.0;  // every random edge is inside the cutoff
+    auto prm = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), rnd(H * NB, 0.3), rnd(H, 0.1),
+                                                rnd(2 * P * C * H, 0.2), rnd(A * NB, 0.3), rnd(A * dk * C, 0.2),
+                                                rnd(A * dk * C, 0.2));
+    constexpr int K = num_sh(L);
+    Kokkos::View<float***, Kokkos::LayoutRight, Dev> h("h", N, K, C), m("m", N, K, C), o("o", N, K, C),
+        gm("gm", N, K, C), go("go", N, K, C), gh("gh", N, K, C);
+    Kokkos::View<double**, Kokkos::LayoutRight, Dev> f("f", N, 3), vatom("vatom", N, 6);
+    fill_random(h, 6, 1.0);
+    fill_random(gm, 7, 1.0);
+    fill_random(go, 8, 1.0);
+    InteractionWork<float, Dev> work;
+    const double ms = median_ms(
+        [&] {
+          interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
+          Kokkos::deep_copy(gh, 0.0f);
+          Kokkos::deep_copy(f, 0.0);
+          Kokkos::deep_copy(vatom, 0.0);
+          interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
+        },
+        warmup, reps);
+    write_result(out, {"attention_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
+  }
+}
+
+template <class V>
+void dump(const std::string& path, const V& v) {
+  auto h = Kokkos::create_mirror_view(v);
+  Kokkos::deep_copy(h, v);
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(h.data()), h.span() * sizeof(typename V::value_type));
+}
+
+// Small double-precision case for the e3nn cross-check (bench/e3nn_bench.py --check).
+void check_dump(const std::string& dir) {
+  const int N = 40, k = 6, C = 4, E = N * k;
+  const RandomGraph rg = make_random_graph(N, k, 77);
+  std::vector<double> xd(rg.x.begin(), rg.x.end());
+  auto g = make_graph<double, Dev>(xd, N, rg.recv, rg.send);
+  using Kern = ConvEdgeWeights<double, Dev, 3, true>;
+  Kern kern;
+  kern.g = g;
+  kern.C = C;
+  kern.scale = 1.0;
+  Kokkos::View<double***, Kokkos::LayoutRight, Dev> h("h", N, 16, C), w("w", E, Kern::P, C), go("go", N, Kern::KO, C);
+  fill_random(h, 2, 1.0);
+  fill_random(w, 3, 1.0);
+  fill_random(go, 4, 1.0);
+  kern.h = h;
+  kern.w = w;
+  kern.gout = go;
+  kern.out = decltype(kern.out)("out", N, Kern::KO, C);
+  kern.gh = decltype(kern.out)("gh", N, 16, C);
+  kern.gw = decltype(kern.out)("gw", E, Kern::P, C);
+  kern.f = decltype(kern.f)("f", N, 3);
+  kern.vatom = decltype(kern.f)("vatom", N, 6);
+  kern.forward();
+  kern.backward();
+  Kokkos::View<double* [3], Kokkos::LayoutRight, Dev> r("r", E);
+  auto rh = Kokkos::create_mirror_view(r);
+  for (int e = 0; e < E; ++e)
+    for (int a = 0; a < 3; ++a) rh(e, a) = xd[3 * rg.send[e] + a] - xd[3 * rg.recv[e] + a];
+  Kokkos::deep_copy(r, rh);
+  Kokkos::View<double**, Kokkos::LayoutRight, Dev> Y("Y", E, 16);
+  Kokkos::parallel_for(Kokkos::RangePolicy<Exec>(0, E), ComputeSH<double, 3, Dev>{r, Y, {}, {}});
+  Kokkos::fence();
+  std::ofstream meta(dir + "/check_meta.json");
+  meta << "{\"N\": " << N << ", \"k\": " << k << ", \"C\": " << C << ", \"P\": " << Kern::P << ", \"KO\": " << Kern::KO
+       << "}\n";
+  std::ofstream fx(dir + "/check_x.bin", std::ios::binary);
+  fx.write(reinterpret_cast<const char*>(xd.data()), xd.size() * sizeof(double));
+  std::ofstream fs(dir + "/check_send.bin", std::ios::binary);
+  fs.write(reinterpret_cast<const char*>(rg.send.data()), rg.send.size() * sizeof(int));
+  dump(dir + "/check_h.bin", h);
+  dump(dir + "/check_w.bin", w);
+  dump(dir + "/check_go.bin", go);
+  dump(dir + "/check_out.bin", kern.out);
+  dump(dir + "/check_gh.bin", kern.gh);
+  dump(dir + "/check_gw.bin", kern.gw);
+  dump(dir + "/check_f.bin", kern.f);
+  dump(dir + "/check_Y.bin", Y);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  std::string out_path, graph_dir, cases = "full", check_dir;
+  int reps = 50, warmup = 5;
+  for (int a = 1; a < argc; ++a) {
+    const std::string s = argv[a];
+    auto next = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
+    if (s == "--out") out_path = next();
+    else if (s == "--graph-dir") graph_dir = next();
+    else if (s == "--reps") reps = std::stoi(next());
+    else if (s == "--warmup") warmup = std::stoi(next());
+    else if (s == "--cases") cases = next();
+    else if (s == "--check-dump") check_dir = next();
+    else if (s.rfind("--kokkos", 0) == 0) continue;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", s.c_str());
+      return 2;
+    }
+  }
+  if (!check_dir.empty()) {
+    check_dump(check_dir);
+    std::printf("wrote check case to %s\n", check_dir.c_str());
+    return 0;
+  }
+  std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "w");
+  if (!out) return 3;
+  if (cases == "quick") {
+    run_case(out, 60, 6, 8, 1, 3, graph_dir);
+  } else {
+    run_case(out, 1000, 20, 32, warmup, reps, graph_dir);
+    run_case(out, 10000, 30, 64, warmup, reps, graph_dir);
+  }
+  if (out != stdout) std::fclose(out);
+  return 0;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Kernel benchmark driver (GPU machine). Usage: bench/run_gpu_bench.sh OUTDIR
+#   Called by scripts/gpu/run_gpu.sh from the repository root. Environment:
+#     BATMOBILE_BENCH_BIN   path of the batmobile_bench executable; default
+#                           $BATMOBILE_TEST_BUILD/bench/batmobile_bench (the stand-alone CUDA build of run_gpu.sh)
+#     PYTHON                python with torch + e3nn 0.6 (default python3)
+#     BATMOBILE_BENCH_REPS  timed repetitions (default 50, median reported; 5 warm-up runs)
+#   Steps: (1) e3nn cross-check: batmobile_bench --check-dump (fp64 kernels on the device) vs e3nn (SH, conv
+#   output, dE/dh, dE/dw, forces) -> OUTDIR/e3nn_check.json; (2) batmobile timings on random graphs (graphs
+#   written to OUTDIR/graphs) -> OUTDIR/batmobile.jsonl; (3) e3nn timings on the same graphs -> OUTDIR/e3nn.jsonl;
+#   (4) merge -> OUTDIR/kernels_h200.json and bench/results/kernels_h200.json (schema of issue 3).
+set -uo pipefail
+OUT=$(mkdir -p "${1:?usage: run_gpu_bench.sh OUTDIR}" && cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+BIN=${BATMOBILE_BENCH_BIN:-${BATMOBILE_TEST_BUILD:-build}/bench/batmobile_bench}
+PY=${PYTHON:-python3}
+REPS=${BATMOBILE_BENCH_REPS:-50}
+rc=0
+if [ ! -x "$BIN" ]; then
+  echo "run_gpu_bench: no benchmark binary at $BIN (set BATMOBILE_BENCH_BIN)" >&2
+  exit 2
+fi
+DEVICE_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
+DEVICE_NAME=${DEVICE_NAME:-unknown}
+
+mkdir -p "$OUT/check" "$OUT/graphs"
+echo "== e3nn cross-check"
+if "$BIN" --check-dump "$OUT/check" && "$PY" "$HERE/e3nn_bench.py" --check "$OUT/check" | tee "$OUT/e3nn_check.json"; then
+  echo "e3nn cross-check passed"
+else
+  echo "e3nn cross-check FAILED" >&2
+  rc=1
+fi
+
+echo "== batmobile timings"
+"$BIN" --reps "$REPS" --warmup 5 --graph-dir "$OUT/graphs" --out "$OUT/batmobile.jsonl" || rc=1
+cat "$OUT/batmobile.jsonl"
+
+echo "== e3nn timings"
+"$PY" "$HERE/e3nn_bench.py" --graph-dir "$OUT/graphs" --out "$OUT/e3nn.jsonl" --reps "$REPS" --warmup 5 || rc=1
+cat "$OUT/e3nn.jsonl" 2>/dev/null
+
+echo "== merge"
+touch "$OUT/e3nn.jsonl"
+if "$PY" "$HERE/e3nn_bench.py" --merge "$OUT/batmobile.jsonl" "$OUT/e3nn.jsonl" --device-name "$DEVICE_NAME" \
+    --out-json "$OUT/kernels_h200.json"; then
+  mkdir -p "$HERE/results" && cp "$OUT/kernels_h200.json" "$HERE/results/kernels_h200.json"
+else
+  rc=1
+fi
+exit $rc
