@@ -3,7 +3,7 @@
    C++ model (src/model) on Kokkos' default host execution space. No libtorch at run time (only to read the
    model file in pair_coeff).
 
-     pair_style batmobile [precision double|single]
+     pair_style batmobile [precision double|single] [kernels fused|reference]
      pair_coeff * * model.pt O H        (one species name or NULL per atom type)
 
    Needs units metal, newton on; full neighbour list filtered to r < r_c; forces on ghosts folded by LAMMPS's
@@ -53,6 +53,7 @@ class PairBatmobile : public Pair {
 
  protected:
   bool single_precision = false;
+  int kernels_choice = -1;  // -1 auto (reference on CPUs, fused on GPUs), 0 fused, 1 reference
   std::string model_path;
   std::vector<int> type_species;  // per LAMMPS type (1-based): model species or -1 (NULL)
   double r_c = 0.0, min_distance = 0.0;

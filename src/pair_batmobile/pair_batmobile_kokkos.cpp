@@ -108,10 +108,14 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   using Exec = typename KKImpl::Exec;
   kk->model_d.reset();
   kk->model_f.reset();
+  // auto: the fused kernels on GPUs, the per-edge reference on host back-ends (faster there)
+  const bool on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+  const bool fused = kernels_choice == 0 || (kernels_choice < 0 && !on_host);
+  const auto backend = fused ? batmobile::EdgeBackend::Fused : batmobile::EdgeBackend::Reference;
   if (single_precision)
-    kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf);
+    kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
   else
-    kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf);
+    kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf, backend);
   kk->exchange_d = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp);
   kk->exchange_f = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp);
 }
