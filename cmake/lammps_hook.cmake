@@ -79,6 +79,10 @@ function(batmobile_hook_into_lammps)
     add_subdirectory("${batmobile_src}/kernels" batmobile_kernels)
   endif()
   if(EXISTS "${batmobile_src}/model/CMakeLists.txt")
+    # Static (PIC) so that it is linked into liblammps and the plugin: a private *shared* dependency of
+    # liblammps would have to be in LAMMPS's install(EXPORT LAMMPS_Targets) set.
+    set(BUILD_SHARED_LIBS OFF)
+    set(CMAKE_POSITION_INDEPENDENT_CODE ON)
     add_subdirectory("${batmobile_src}/model" batmobile_model)
   endif()
 

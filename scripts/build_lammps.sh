@@ -4,6 +4,7 @@
 # cache, keyed by versions, Kokkos patch hash, backend, compiler and checkout path, so after a change to
 # our sources only those are recompiled.
 #   scripts/build_lammps.sh [--backend openmp|cuda] [--mpi auto|on|off]
+# Environment: BATMOBILE_JOBS, BATMOBILE_TORCH_PREFIX, BATMOBILE_LAMMPS_CMAKE_ARGS (extra CMake arguments).
 # Last line of output: the build directory. It contains batmobile-build.env with LMP=..., PLUGIN=...
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,11 +40,17 @@ esac
 TORCH_PREFIX=${BATMOBILE_TORCH_PREFIX:-$(/usr/bin/python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null \
   || python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)}
 [ -n "$TORCH_PREFIX" ] && ARGS+=(-DCMAKE_PREFIX_PATH="$TORCH_PREFIX")
+# Extra CMake arguments, e.g. BATMOBILE_LAMMPS_CMAKE_ARGS="-DBATMOBILE_WITH_TORCH=OFF".
+read -r -a EXTRA <<< "${BATMOBILE_LAMMPS_CMAKE_ARGS:-}"
+ARGS+=("${EXTRA[@]}")
 
 KEY=$(printf '%s\n' "lammps=$LAMMPS_TAG" "kokkos=$KOKKOS_TAG-p$(kokkos_patch_hash)" "backend=$BACKEND" \
       "mpi=$MPI" "compiler=$COMPILER_ID" "checkout=$BATMOBILE_REPO" | sha1sum | cut -c1-10)
 B=$BATMOBILE_CACHE/build/lammps-$LAMMPS_TAG-$BACKEND-$KEY
 mkdir -p "$B"
+# Several people (and CI) share the cache: one build per build dir at a time.
+exec 9> "$B/.lock"
+flock -n 9 || { log "waiting for another build in $B"; flock 9; }
 log "LAMMPS build dir $B (backend $BACKEND, MPI $MPI)"
 t0=$(date +%s)
 cmake -S "$BATMOBILE_REPO/cmake/lammps" -B "$B" "${ARGS[@]}" > "$B/configure.log" 2>&1 \

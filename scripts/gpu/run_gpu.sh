@@ -15,6 +15,7 @@ export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache}
 export BATMOBILE_JOBS=${BATMOBILE_JOBS:-$(nproc)}
 export CMAKE_POLICY_VERSION_MINIMUM=3.5   # CMake 4 refuses projects that declare an older minimum
 export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 source scripts/common.sh
 T0=$(date +%s)
 DEADLINE=${BATMOBILE_GPU_DEADLINE_S:-570}
@@ -39,17 +40,29 @@ step env 30 bash -c 'nvidia-smi; nvcc --version; g++ --version | head -1; cmake 
 step unpack 60 scripts/gpu/unpack_carry.sh || log "no sources: was .carry/ carried along?"
 LV=$(scripts/prepare_sources.sh 2>/dev/null | tail -n1)
 
-step build_lammps 360 scripts/build_lammps.sh --backend cuda
+if ! step build_lammps 360 scripts/build_lammps.sh --backend cuda && grep -q "configure failed" "$OUT/build_lammps.log"; then
+  # libtorch's CMake config is the likeliest configure failure under nvcc; a build without the model-file
+  # loader still exercises the KOKKOS(CUDA) styles. Recorded in the summary, never silent.
+  export BATMOBILE_LAMMPS_CMAKE_ARGS="-DBATMOBILE_WITH_TORCH=OFF"
+  step build_lammps_without_torch 300 scripts/build_lammps.sh --backend cuda
+fi
 LAMMPS_BUILD=$(ls -d "$BATMOBILE_CACHE"/build/lammps-*-cuda-* 2>/dev/null | head -n1)
 [ -n "$LAMMPS_BUILD" ] && cp "$LAMMPS_BUILD/configure.log" "$OUT/lammps_configure.log" 2>/dev/null
 
 B=$BATMOBILE_CACHE/build/test-cuda
 TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
-step configure_tests 90 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 \
-  -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
-  -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" \
-  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" -DBATMOBILE_PYTHON="$(command -v python3)"
+configure_tests() {
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 \
+    -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
+    -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" \
+    -DBATMOBILE_PYTHON="$(command -v python3)" "$@"
+}
+export -f configure_tests; export B LV TORCH_PREFIX LAMMPS_BUILD   # `timeout` runs it in a child bash
+if ! step configure_tests 90 bash -c 'configure_tests'; then
+  step configure_tests_without_torch 90 bash -c 'configure_tests -DBATMOBILE_WITH_TORCH=OFF'
+fi
 step build_tests 240 cmake --build "$B" -j "$BATMOBILE_JOBS" -- -k 0
 step ctest 180 ctest --test-dir "$B" --output-on-failure --timeout 120 --output-junit "$OUT/ctest.xml"
 
