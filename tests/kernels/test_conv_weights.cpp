@@ -118,7 +118,8 @@ void check(unsigned seed) {
   };
   Runner<double, ALL> rd(S, S.x, S.h, S.w, &gout);
   Runner<float, ALL> rf(S, S.x, S.h, S.w, &gout);
-  auto od = to_host(rd.k.out), of = to_host(rf.k.out);
+  auto od = to_host(rd.k.out);
+  auto of = to_host(rf.k.out);
   double scale = 0;
   for (double v : ref) scale = std::max(scale, std::fabs(v));
   for (size_t a = 0; a < ref.size(); ++a) {
@@ -138,7 +139,8 @@ void check(unsigned seed) {
     wm[a] -= eps;
     ASSERT_NEAR(gwd.data()[a], (energy(S.x, S.h, wp) - energy(S.x, S.h, wm)) / (2 * eps), 1e-8) << "w " << a;
   }
-  auto ghd = to_host(rd.k.gh), ghf = to_host(rf.k.gh);
+  auto ghd = to_host(rd.k.gh);
+  auto ghf = to_host(rf.k.gh);
   for (size_t a = 0; a < S.h.size(); ++a) {
     auto hp = S.h, hm = S.h;
     hp[a] += eps;

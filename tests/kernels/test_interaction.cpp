@@ -233,7 +233,8 @@ void check_forward_and_adjoint(unsigned seed) {
   const RefOut ref = reference(M, S, S.x, S.h);
   auto kd = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true);
   auto kf = run_kernels<float, L>(M, S, S.x, S.h, gm, go, true);
-  auto md = to_host(kd.m), od = to_host(kd.o), mf = to_host(kf.m), of = to_host(kf.o);
+  auto md = to_host(kd.m), od = to_host(kd.o);
+  auto mf = to_host(kf.m), of = to_host(kf.o);
   double scale = 0;
   for (double v : ref.m) scale = std::max(scale, std::fabs(v));
   for (double v : ref.o) scale = std::max(scale, std::fabs(v));
@@ -280,7 +281,8 @@ void check_forward_and_adjoint(unsigned seed) {
     EXPECT_NEAR(s, 0.5 * (W[ia[v]][ib[v]] + W[ib[v]][ia[v]]), 1e-6 * fscale * 4) << "virial " << v;
   }
   // dE/dh for every atom and component (conv, values, keys and queries)
-  auto ghd = to_host(kd.gh), ghf = to_host(kf.gh);
+  auto ghd = to_host(kd.gh);
+  auto ghf = to_host(kf.gh);
   double gscale = 0;
   std::vector<double> ghref(S.h.size());
   for (size_t idx = 0; idx < S.h.size(); ++idx) {
