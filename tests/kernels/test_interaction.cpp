@@ -108,7 +108,7 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
       double r[3];
       for (int a = 0; a < 3; ++a) r[a] = x[3 * j + a] - x[3 * i + a];
       const double d = std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-      if (!(d < M.rc)) continue;
+      if (!(d > 0 && d < M.rc)) continue;  // docs/model.md: edges are pairs with 0 < d < r_c
       const auto Y = sh_reference(M.L, r);
       const double xx = d / M.rc;
       const double u = 1 - 28 * std::pow(xx, 6) + 48 * std::pow(xx, 7) - 21 * std::pow(xx, 8);
@@ -392,5 +392,42 @@ TEST(Interaction, ContinuousAtCutoff) {
     }
     prev_m = mh(0, 4, 3);
     prev_o = oh(0, 4, 3);
+  }
+}
+
+// A receiver whose neighbours are all beyond r_c has m = o = 0 and no force; a coincident pair (d = 0) is skipped.
+TEST(Interaction, IsolatedReceiverAndCoincidentPair) {
+  constexpr int L = 2;
+  std::mt19937 rng(61);
+  Model M = make_model(L, rng);
+  System S;
+  S.n_recv = 2;
+  S.n_total = 4;
+  S.x = {0, 0, 0, 50, 50, 50, 1.0, 0.4, -0.3, 0, 0, 0};  // atom 3 sits on atom 0
+  S.recv = {0, 0, 0, 1, 1};
+  S.send = {2, 1, 3, 0, 2};  // receiver 1 only sees atoms at ~86 A
+  std::normal_distribution<double> g(0, 1);
+  S.h.resize(4 * 9 * M.C);
+  for (double& v : S.h) v = g(rng);
+  std::vector<double> gm(2 * 9 * M.C), go(gm.size());
+  for (double& v : gm) v = g(rng);
+  for (double& v : go) v = g(rng);
+  auto out = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true);
+  auto mh = to_host(out.m), oh = to_host(out.o), ghh = to_host(out.gh);
+  auto fh = to_host(out.f);
+  const RefOut ref = reference(M, S, S.x, S.h);
+  for (int k = 0; k < 9; ++k)
+    for (int c = 0; c < M.C; ++c) {
+      EXPECT_EQ(mh(1, k, c), 0.0);
+      EXPECT_EQ(oh(1, k, c), 0.0);
+      EXPECT_NEAR(mh(0, k, c), ref.m[(0 * 9 + k) * M.C + c], 1e-12);
+      EXPECT_NEAR(oh(0, k, c), ref.o[(0 * 9 + k) * M.C + c], 1e-12);
+      EXPECT_EQ(ghh(3, k, c), 0.0);  // the coincident atom never acts as a sender
+    }
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_EQ(fh(1, a), 0.0);
+    EXPECT_EQ(fh(3, a), 0.0);
+    EXPECT_TRUE(std::isfinite(fh(0, a)));
+    EXPECT_NEAR(fh(0, a), -fh(2, a), 1e-12);  // only the 0 <- 2 edge is active
   }
 }
