@@ -6,6 +6,10 @@
 # GoogleTest: installed (libgtest-dev), else built from -DBATMOBILE_GTEST_SOURCE (Debian's /usr/src/googletest,
 # carried to the GPU machine, where nothing can be installed).
 
+# Python used by tests (needs numpy; torch for reference generation). /usr/bin/python3 on Debian; the GPU
+# machine's system python has no numpy, so scripts/gpu/run_gpu.sh passes the venv python3.
+set(BATMOBILE_PYTHON /usr/bin/python3 CACHE FILEPATH "Python (numpy, torch) for tests and fixtures")
+
 # A KokkosConfig.cmake that imports nothing, so that subprojects calling find_package(Kokkos) accept the
 # in-tree Kokkos (targets kokkos / Kokkos::kokkos already defined).
 function(batmobile_kokkos_config_shim)

@@ -84,6 +84,7 @@ function(batmobile_hook_into_lammps)
     set(BUILD_SHARED_LIBS OFF)
     set(CMAKE_POSITION_INDEPENDENT_CODE ON)
     add_subdirectory("${batmobile_src}/model" batmobile_model)
+    unset(BUILD_SHARED_LIBS)   # back to LAMMPS's cache value (the plugin below depends on it)
   endif()
 
   file(GLOB sources CONFIGURE_DEPENDS "${ARG_STYLE_DIR}/*.cpp")
