@@ -1,0 +1,47 @@
+"""Full periodic neighbour lists (both directions, all images within r_c, small boxes included)."""
+import math
+from typing import Tuple
+
+import numpy as np
+
+
+def wrap_positions(positions: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    """Wrap Cartesian positions into the cell (rows of `cell` are the lattice vectors)."""
+    frac = positions @ np.linalg.inv(cell)
+    frac -= np.floor(frac)
+    return frac @ cell
+
+
+def neighbor_list(positions: np.ndarray, cell: np.ndarray, r_c: float,
+                  pbc: Tuple[bool, bool, bool] = (True, True, True)) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges i <- j with 0 < |x_j - x_i + S @ cell| < r_c.
+
+    Returns (sender j, receiver i, integer shifts S) sorted by receiver. Every image within r_c is included,
+    so a box smaller than 2 r_c (or even r_c) yields several edges to the same atom and edges to its own images.
+    """
+    positions = np.asarray(positions, dtype=np.float64)
+    cell = np.asarray(cell, dtype=np.float64)
+    # number of images per direction: distance between lattice planes is 1 / |reciprocal vector|
+    recip = np.linalg.inv(cell).T
+    reps = [int(math.ceil(r_c * np.linalg.norm(recip[k]))) if pbc[k] else 0 for k in range(3)]
+    ranges = [np.arange(-n, n + 1) for n in reps]
+    shifts = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, 3)
+    senders, receivers, edge_shifts = [], [], []
+    diff = positions[None, :, :] - positions[:, None, :]    # diff[i, j] = x_j - x_i
+    N = len(positions)
+    for S in shifts:
+        vec = diff + S @ cell
+        d2 = np.einsum("ijk,ijk->ij", vec, vec)
+        mask = d2 < r_c * r_c
+        if not S.any():
+            mask &= ~np.eye(N, dtype=bool)
+        mask &= d2 > 0.0
+        i, j = np.nonzero(mask)
+        receivers.append(i)
+        senders.append(j)
+        edge_shifts.append(np.broadcast_to(S, (len(i), 3)))
+    receiver = np.concatenate(receivers)
+    sender = np.concatenate(senders)
+    shift = np.concatenate(edge_shifts).astype(np.int64)
+    order = np.argsort(receiver, kind="stable")
+    return sender[order].astype(np.int64), receiver[order].astype(np.int64), shift[order]
