@@ -5,6 +5,7 @@ All geometry enters through the edge vectors r_ij = x_j - x_i (receiver i, sende
 virial from one gradient with respect to the edge vectors.
 """
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
@@ -13,6 +14,8 @@ import torch
 from torch import nn
 
 from .so3 import clebsch_gordan, natural_parity_paths, path_factors, spherical_harmonics
+
+warnings.filterwarnings("ignore", message="scatter_reduce")  # beta-API notice in torch 1.13
 
 SOFTMAX_EPS = 1e-9
 NORM_EPS = 1e-6

@@ -1,0 +1,102 @@
+"""Evaluate a model file on DeePMD sets: python -m batmobile.evaluate MODEL.pt [--sets data_2/set.000]
+[--plots DIR] [--json metrics.json] [--card card.json]. Prints energy/force MAE and RMSE, writes parity plots."""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+from .data import DEFAULT_ROOT, VALIDATION_SETS, read_sets
+from .export import load_potential
+from .model import evaluate_structure
+
+
+def predict(model, frames, dtype=torch.float64):
+    model = model.to(dtype)
+    e_ref, e_pred, f_ref, f_pred, n_atoms = [], [], [], [], []
+    for fr in frames:
+        T = lambda x, dt=dtype: torch.as_tensor(x, dtype=dt)
+        out = evaluate_structure(model, T(fr.positions), T(fr.species, torch.long), T(fr.cell),
+                                 T(fr.sender, torch.long), T(fr.receiver, torch.long), T(fr.shifts, torch.long))
+        e_ref.append(fr.energy)
+        e_pred.append(out["energy"].item())
+        f_ref.append(fr.forces.reshape(-1))
+        f_pred.append(out["forces"].detach().numpy().reshape(-1))
+        n_atoms.append(len(fr.species))
+    return (np.array(e_ref), np.array(e_pred), np.concatenate(f_ref), np.concatenate(f_pred), np.array(n_atoms))
+
+
+def metrics(e_ref, e_pred, f_ref, f_pred, n_atoms):
+    de = (e_pred - e_ref) / n_atoms
+    df = f_pred - f_ref
+    return {"energy_mae_meV_per_atom": 1e3 * float(np.abs(de).mean()),
+            "energy_rmse_meV_per_atom": 1e3 * float(np.sqrt((de ** 2).mean())),
+            "force_mae_meV_per_A": 1e3 * float(np.abs(df).mean()),
+            "force_rmse_meV_per_A": 1e3 * float(np.sqrt((df ** 2).mean()))}
+
+
+def parity_plots(e_ref, e_pred, f_ref, f_pred, n_atoms, out_dir, prefix):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for name, x, y, unit in [("energy", e_ref / n_atoms, e_pred / n_atoms, "eV/atom"),
+                             ("forces", f_ref, f_pred, "eV/A")]:
+        fig, ax = plt.subplots(figsize=(4.5, 4.5))
+        ax.scatter(x, y, s=3 if name == "forces" else 10, alpha=0.5)
+        lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xlabel(f"DFT {name} [{unit}]")
+        ax.set_ylabel(f"model {name} [{unit}]")
+        rmse = np.sqrt(np.mean((y - x) ** 2))
+        ax.set_title(f"{name}: RMSE {1e3 * rmse:.2f} m{unit}")
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"{prefix}parity_{name}.png")
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("model")
+    p.add_argument("--data", default=DEFAULT_ROOT)
+    p.add_argument("--sets", nargs="+", default=list(VALIDATION_SETS))
+    p.add_argument("--plots", default=None, help="directory for parity PNGs")
+    p.add_argument("--prefix", default="", help="file-name prefix of the PNGs")
+    p.add_argument("--json", default=None, help="write the metrics here")
+    p.add_argument("--card", default=None, help="write a model card (python/README.md) here")
+    a = p.parse_args(argv)
+    model = load_potential(a.model)
+    frames = read_sets(a.data, a.sets, model.hp.species, model.hp.r_c)
+    t0 = time.time()
+    res = predict(model, frames)
+    m = metrics(*res)
+    print(f"{len(frames)} frames ({time.time() - t0:.1f} s): " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
+    if a.plots:
+        for path in parity_plots(*res, a.plots, a.prefix):
+            print("wrote", path)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(m, f, indent=1)
+    if a.card:
+        header = model.header
+        training = header.get("training", {}) or {}
+        card = {"data": f"{a.data} (train: {' + '.join((training.get('statistics') or {}).get('sets', []) or ['data_0/set.000', 'data_1/set.000', 'data_1/set.001'])}; validation: {' + '.join(a.sets)})",
+                "train_frames": training.get("train_frames"), "validation_frames": len(frames),
+                "validation": {k: m[k] for k in ("energy_rmse_meV_per_atom", "force_rmse_meV_per_A",
+                                                 "force_mae_meV_per_A")},
+                "validation_all_metrics": m, "hyperparameters": header["hyperparameters"],
+                "train_command": training.get("train_command"), "train_seconds": training.get("elapsed_seconds"),
+                "train_steps": training.get("step"), "device": training.get("device")}
+        with open(a.card, "w") as f:
+            json.dump(card, f, indent=1)
+        print("wrote", a.card)
+
+
+if __name__ == "__main__":
+    main()

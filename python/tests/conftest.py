@@ -1,0 +1,47 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+torch.set_num_threads(1)
+
+from batmobile.model import BatmobileModel, Hyperparameters, evaluate_structure  # noqa: E402
+from batmobile.neighbors import neighbor_list  # noqa: E402
+
+
+def random_model(L=2, C=8, T=2, seed=1, scale=0.3):
+    """Small float64 model with every parameter perturbed (biases, gates, E_ref non-zero)."""
+    hp = Hyperparameters(L=L, C=C, T=T, A=2, dk=4, H=16, Hr=8, avg_num_neighbors=4.0, energy_scale=1.7)
+    model = BatmobileModel(hp, seed=seed).double()
+    g = torch.Generator().manual_seed(seed + 100)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        model.E_ref.copy_(torch.tensor([-2.5, -0.75]))
+    return model
+
+
+def compute(model, positions, species, cell, virial=True):
+    s, r, sh = neighbor_list(positions, cell, model.hp.r_c)
+    T = lambda x, dt=torch.float64: torch.as_tensor(np.asarray(x), dtype=dt)
+    out = evaluate_structure(model, T(positions), T(species, torch.long), T(cell), T(s, torch.long),
+                             T(r, torch.long), T(sh, torch.long), virial=virial)
+    return {k: v.detach().numpy() for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_model()
+
+
+@pytest.fixture(scope="module")
+def system():
+    """9 atoms in a small triclinic box (5.5 A < 2 r_c: several images of the same atom are neighbours)."""
+    rng = np.random.default_rng(3)
+    cell = np.array([[5.5, 0.0, 0.0], [0.7, 5.8, 0.0], [-0.4, 0.3, 6.1]])
+    frac = rng.uniform(size=(9, 3))
+    species = np.array([0, 1, 1, 0, 1, 1, 0, 1, 1])
+    return frac @ cell, species, cell
