@@ -13,8 +13,11 @@
 //   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors.
 //   make_layer_params() builds it from host arrays in the model-file shapes.
 //
-// Kernels (tagged functors; one team per atom, TeamThreadRange over channels; every per-edge quantity --
-// geometry, SH, radial MLP, CG products, logits -- lives in registers and is recomputed where needed):
+// Kernels (tagged functors; one team per atom, one thread per channel on GPUs / one thread looping over channels
+// on host back-ends). Edges are processed in chunks of CH = 16: the team first computes, once per edge, the
+// geometry, Bessel basis and the radial MLP hidden layer into team scratch (shared by all channels); then every
+// channel computes its own radial-MLP outputs, SH, CG products and logit in registers. No per-edge tensor goes
+// to global memory:
 //   InteractionKernel::Forward   team i: one pass over the edges of receiver i computes m_i and (ATTN) o_i
 //                                with an online softmax; writes m, o, M, Z once. No atomics.
 //   InteractionKernel::RecvAdj   team i: recomputes each edge, dE/dr_ij from gm, go; accumulates the
@@ -22,7 +25,8 @@
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //   ProjectQK / ApplyQKGrad      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
-// Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork).
+// Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
+// 0 = automatic, 1 = one thread per team, C = one thread per channel).
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
 #include <vector>
@@ -36,6 +40,7 @@ namespace kernels {
 
 inline constexpr int kMaxNB = 16;  // radial basis size bound (register arrays)
 inline constexpr int kMaxDk = 32;  // attention key width bound
+inline constexpr int kMaxHeads = 64;
 inline constexpr double kSoftmaxEps = 1e-9;
 
 template <class T, class Device>
@@ -55,7 +60,7 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
                                          const std::vector<double>& W2, const std::vector<double>& Wg,
                                          const std::vector<double>& Wq, const std::vector<double>& Wk) {
   constexpr int P = num_paths(L, false);
-  if (NB > kMaxNB || dk > kMaxDk || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
+  if (NB > kMaxNB || dk > kMaxDk || A > kMaxHeads || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
   auto mk = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
     Kokkos::View<T**, Kokkos::LayoutRight, Device> d(std::string(name), transpose ? cols : rows, transpose ? rows : cols);
     if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
@@ -83,43 +88,33 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   return p;
 }
 
-// Per-edge radial quantities of one channel, computed in registers.
+// Per-edge radial quantities of one channel, computed in registers from the team-shared hidden layer.
 template <class T, int P>
 struct EdgeRadial {
   T w[P], wv[P], dw[P], dwv[P];  // weights and their d/dd (envelope included)
   T u, du;                        // envelope
-  T B[kMaxNB], dB[kMaxNB];        // Bessel basis
 };
 
-template <class T, int P, bool TWO, bool GRAD, class Params>
-KOKKOS_INLINE_FUNCTION void eval_radial(const Params& prm, int c, T d, EdgeRadial<T, P>& R) {
+// w = u(d) * W2 . s, with s = silu(W1 . B(d) + b1) precomputed per edge (shared by the team) and
+// sd = d s / d d; only this channel's output columns of W2 (read from W2t) are touched.
+template <class T, int P, bool TWO, bool GRAD, class Params, class Row>
+KOKKOS_INLINE_FUNCTION void radial_from_hidden(const Params& prm, int c, T d, const Row& s, const Row& sd,
+                                               EdgeRadial<T, P>& R) {
   R.u = envelope(d, prm.r_c, &R.du);
-  for (int n = 0; n < kMaxNB; ++n) {
-    R.B[n] = T(0);
-    R.dB[n] = T(0);
-    if (n < prm.NB) bessel(n + 1, d, prm.r_c, &R.B[n], &R.dB[n]);
-  }
   T raw[P], rawv[P], draw[P], drawv[P];
   for (int p = 0; p < P; ++p) raw[p] = rawv[p] = draw[p] = drawv[p] = T(0);
   const int PC = P * prm.C;
   for (int hh = 0; hh < prm.H; ++hh) {
-    T a = prm.b1(hh), da = T(0);
-    for (int n = 0; n < kMaxNB; ++n)
-      if (n < prm.NB) {
-        a += prm.W1(hh, n) * R.B[n];
-        if (GRAD) da += prm.W1(hh, n) * R.dB[n];
-      }
-    T ds;
-    const T s = silu(a, &ds);
-    ds *= da;
+    const T sv = s(hh);
+    const T dv = GRAD ? sd(hh) : T(0);
     for (int p = 0; p < P; ++p) {
       const T t = prm.W2t(hh, p * prm.C + c);
-      raw[p] += t * s;
-      if (GRAD) draw[p] += t * ds;
+      raw[p] += t * sv;
+      if (GRAD) draw[p] += t * dv;
       if (TWO) {
         const T tv = prm.W2t(hh, PC + p * prm.C + c);
-        rawv[p] += tv * s;
-        if (GRAD) drawv[p] += tv * ds;
+        rawv[p] += tv * sv;
+        if (GRAD) drawv[p] += tv * dv;
       }
     }
   }
@@ -136,17 +131,28 @@ struct InteractionKernel {
   static constexpr int K = num_sh(L);
   static constexpr int P = num_paths(L, false);
   static constexpr int NV = 9 + kMaxDk;  // per-channel partials reduced per team: force, virial, dq/dk
+  static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
   using exec = typename Device::execution_space;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
   using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Device>;
   using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
   using member = typename Kokkos::TeamPolicy<exec>::member_type;
-  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename exec::scratch_memory_space,
-                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using sspace = typename exec::scratch_memory_space;
+  using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, sspace, unmanaged>;
+  using ST2 = Kokkos::View<T**, Kokkos::LayoutRight, sspace, unmanaged>;
+  using SI1 = Kokkos::View<int*, sspace, unmanaged>;
   struct Forward {};
   struct RecvAdj {};
   struct SendAdj {};
+
+  // Team-shared per-edge data of one chunk: geometry (r, d), the other atom of the edge (-1: not an edge),
+  // Bessel basis and its derivative, hidden activations s and ds/dd.
+  struct Chunk {
+    ST2 geo, B, dB, s, sd;
+    SI1 other;
+  };
 
   Graph<T, Device> g;
   LayerParams<T, Device> prm;
@@ -159,20 +165,75 @@ struct InteractionKernel {
   V2 gq, gk;   // dE/dq, dE/dk (written)
   D2 f, vatom;
 
-  static size_t scratch_bytes(int C) { return scratch::shmem_size(C, NV); }
+  static size_t chunk_bytes(int H) {
+    return ST2::shmem_size(CH, 4) + 2 * ST2::shmem_size(CH, kMaxNB) + 2 * ST2::shmem_size(CH, H) +
+           SI1::shmem_size(CH);
+  }
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint) {
+    return chunk_bytes(H) + (adjoint ? scratch::shmem_size(C, 9 + dk) : 0) + 512;  // + alignment slack
+  }
+
+  KOKKOS_INLINE_FUNCTION Chunk make_chunk(const member& team) const {
+    Chunk ch;
+    ch.geo = ST2(team.team_scratch(0), CH, 4);
+    ch.B = ST2(team.team_scratch(0), CH, kMaxNB);
+    ch.dB = ST2(team.team_scratch(0), CH, kMaxNB);
+    ch.s = ST2(team.team_scratch(0), CH, prm.H);
+    ch.sd = ST2(team.team_scratch(0), CH, prm.H);
+    ch.other = SI1(team.team_scratch(0), CH);
+    return ch;
+  }
+
+  // Fills the chunk for edges [start, start + n) of `atom` (receiver list, or sender list if SENDER).
+  template <bool SENDER, bool GRAD>
+  KOKKOS_INLINE_FUNCTION void prepare_chunk(const member& team, const Chunk& ch, int atom, int start, int n) const {
+    team.team_barrier();  // the previous chunk is no longer read
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const int t) {
+      int i = atom, j;
+      if (SENDER) {
+        const int e = g.send_edges(start + t);
+        i = g.edge_receiver(e);
+        j = atom;
+      } else {
+        j = g.edge_sender(start + t);
+      }
+      T r[3];
+      for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
+      const T d = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+      const bool edge = d > T(0) && d < prm.r_c;
+      ch.other(t) = edge ? (SENDER ? i : j) : -1;
+      for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
+      ch.geo(t, 3) = d;
+      for (int nn = 0; nn < kMaxNB; ++nn) {
+        T b = T(0), db = T(0);
+        if (edge && nn < prm.NB) bessel(nn + 1, d, prm.r_c, &b, &db);
+        ch.B(t, nn) = b;
+        ch.dB(t, nn) = db;
+      }
+    });
+    team.team_barrier();
+    const int H = prm.H;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * H), [&](const int th) {
+      const int t = th / H, hh = th % H;
+      if (ch.other(t) < 0) return;
+      T a = prm.b1(hh), da = T(0);
+      for (int nn = 0; nn < kMaxNB; ++nn)
+        if (nn < prm.NB) {
+          a += prm.W1(hh, nn) * ch.B(t, nn);
+          if (GRAD) da += prm.W1(hh, nn) * ch.dB(t, nn);
+        }
+      T ds;
+      ch.s(t, hh) = silu(a, &ds);
+      ch.sd(t, hh) = ds * da;
+    });
+    team.team_barrier();
+  }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
     for (int kk = 0; kk < K; ++kk) hj[kk] = h(j, kk, c);
   }
 
-  // Geometry of edge e = (i <- j); returns false when the pair is not an edge (d >= r_c or d == 0).
-  KOKKOS_INLINE_FUNCTION bool geometry(int i, int j, T* r, T& d) const {
-    for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
-    d = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-    return d > T(0) && d < prm.r_c;
-  }
-
-  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const EdgeRadial<T, P>& R, T* dg) const {
+  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Chunk& ch, int t, T* dg) const {
     T s = T(0);
     for (int e = 0; e < kMaxDk; ++e)
       if (e < prm.dk) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
@@ -180,8 +241,8 @@ struct InteractionKernel {
     T gte = T(0), dgte = T(0);
     for (int n = 0; n < kMaxNB; ++n)
       if (n < prm.NB) {
-        gte += prm.Wg(a, n) * R.B[n];
-        dgte += prm.Wg(a, n) * R.dB[n];
+        gte += prm.Wg(a, n) * ch.B(t, n);
+        dgte += prm.Wg(a, n) * ch.dB(t, n);
       }
     *dg = dgte;
     return s + gte;
@@ -191,77 +252,145 @@ struct InteractionKernel {
     const int i = team.league_rank();
     const int C = prm.C, chead = C / prm.A;
     const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+    const Chunk ch = make_chunk(team);
+    T accm[K], acco[K], run_max, run_z;
+    const int ts = team.team_size(), tr = team.team_rank();
+    if (ts < C && ts != 1) Kokkos::abort("batmobile: team size must be 1 or >= C");
+    if (ts >= C) {
+      const int c = tr;
       const int a = c / chead;
-      T accm[K], acco[K];
       for (int kk = 0; kk < K; ++kk) accm[kk] = acco[kk] = T(0);
-      T run_max = T(-1e30), run_z = T(0);
-      for (int e = e0; e < e1; ++e) {
-        const int j = g.edge_sender(e);
-        T r[3], d;
-        if (!geometry(i, j, r, d)) continue;
-        T Y[K], hj[K];
-        sh<L, T>(r, Y);
-        load_h(j, c, hj);
-        EdgeRadial<T, P> R;
-        eval_radial<T, P, ATTN, false>(prm, c, d, R);
-        if constexpr (ATTN) {
-          T v[K];
-          for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
-          tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
-          T dg;
-          const T s = logit(i, j, a, R, &dg);
-          const T new_max = s > run_max ? s : run_max;
-          const T corr = exp(run_max - new_max);
-          const T wgt = exp(s - new_max) * R.u;
-          run_z = run_z * corr + wgt;
-          for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
-          run_max = new_max;
-        } else {
-          tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
+      run_max = T(-1e30);
+      run_z = T(0);
+      for (int start = e0; start < e1; start += CH) {
+        const int n = e1 - start < CH ? e1 - start : CH;
+        prepare_chunk<false, false>(team, ch, i, start, n);
+        if (c < C)
+          for (int t = 0; t < n; ++t) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
+      }
+      if (c < C) forward_write(i, c, a, chead, accm, acco, run_max, run_z);
+    } else {
+      // host (one thread per team): channel loop inside each chunk; the running sums of a channel are parked
+      // in m and o between chunks, the per-head softmax state (identical for all channels of a head) in hmax/hz
+      for (int c = 0; c < C; ++c)
+        for (int kk = 0; kk < K; ++kk) m(i, kk, c) = T(0);
+      if (ATTN)
+        for (int c = 0; c < C; ++c)
+          for (int kk = 0; kk < K; ++kk) o(i, kk, c) = T(0);
+      // per-channel softmax state: one (max, z) per head is identical for all channels of the head
+      T hmax[kMaxHeads], hz[kMaxHeads];
+      for (int a = 0; a < kMaxHeads; ++a) {
+        hmax[a] = T(-1e30);
+        hz[a] = T(0);
+      }
+      for (int start = e0; start < e1; start += CH) {
+        const int n = e1 - start < CH ? e1 - start : CH;
+        prepare_chunk<false, false>(team, ch, i, start, n);
+        T nmax[kMaxHeads], nz[kMaxHeads];
+        for (int c = 0; c < C; ++c) {
+          const int a = c / chead;
+          for (int kk = 0; kk < K; ++kk) {
+            accm[kk] = m(i, kk, c);
+            acco[kk] = ATTN ? o(i, kk, c) : T(0);
+          }
+          run_max = hmax[a];
+          run_z = hz[a];
+          for (int t = 0; t < n; ++t) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
+          for (int kk = 0; kk < K; ++kk) {
+            m(i, kk, c) = accm[kk];
+            if (ATTN) o(i, kk, c) = acco[kk];
+          }
+          nmax[a] = run_max;
+          nz[a] = run_z;
+        }
+        for (int a = 0; a < prm.A; ++a) {
+          hmax[a] = nmax[a];
+          hz[a] = nz[a];
         }
       }
-      for (int kk = 0; kk < K; ++kk) m(i, kk, c) = prm.inv_avg * accm[kk];
-      if constexpr (ATTN) {
-        const T inv = T(1) / (run_z + T(kSoftmaxEps));
-        for (int kk = 0; kk < K; ++kk) o(i, kk, c) = acco[kk] * inv;
-        if (c % chead == 0) {
-          M(i, a) = run_max;
-          Z(i, a) = run_z;
+      for (int c = 0; c < C; ++c) {
+        const int a = c / chead;
+        for (int kk = 0; kk < K; ++kk) {
+          accm[kk] = m(i, kk, c);
+          acco[kk] = ATTN ? o(i, kk, c) : T(0);
         }
+        forward_write(i, c, a, chead, accm, acco, hmax[a], hz[a]);
       }
-    });
+    }
   }
 
-  // dE/dr_ij of channel c for edge (i <- j) and, for the sender side, dE/dh_j; also dE/ds (attention).
+  KOKKOS_INLINE_FUNCTION void forward_edge(int i, int c, int a, const Chunk& ch, int t, T* accm, T* acco, T& run_max,
+                                           T& run_z) const {
+    const int j = ch.other(t);
+    if (j < 0) return;
+    const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+    const T d = ch.geo(t, 3);
+    T Y[K], hj[K];
+    sh<L, T>(r, Y);
+    load_h(j, c, hj);
+    EdgeRadial<T, P> R;
+    radial_from_hidden<T, P, ATTN, false>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),
+                                         Kokkos::subview(ch.sd, t, Kokkos::ALL()), R);
+    if constexpr (ATTN) {
+      T v[K];
+      for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
+      tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
+      T dg;
+      const T s = logit(i, j, a, ch, t, &dg);
+      const T new_max = s > run_max ? s : run_max;
+      const T corr = exp(run_max - new_max);
+      const T wgt = exp(s - new_max) * R.u;
+      run_z = run_z * corr + wgt;
+      for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
+      run_max = new_max;
+    } else {
+      tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void forward_write(int i, int c, int a, int chead, const T* accm, const T* acco, T run_max,
+                                            T run_z) const {
+    for (int kk = 0; kk < K; ++kk) m(i, kk, c) = prm.inv_avg * accm[kk];
+    if constexpr (ATTN) {
+      const T inv = T(1) / (run_z + T(kSoftmaxEps));
+      for (int kk = 0; kk < K; ++kk) o(i, kk, c) = acco[kk] * inv;
+      if (c % chead == 0) {
+        M(i, a) = run_max;
+        Z(i, a) = run_z;
+      }
+    }
+  }
+
+  // dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
   template <bool SENDER>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const T* r, T d, T* gr, T* ghj,
-                                           T* gs_out) const {
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Chunk& ch, int t, const T* r, T d,
+                                           T* gr, T* ghj, T* gs_out) const {
     T Y[K], hj[K], gmi[K], goi[K];
     sh<L, T>(r, Y);
     load_h(j, c, hj);
     for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
     EdgeRadial<T, P> R;
-    eval_radial<T, P, ATTN, true>(prm, c, d, R);
+    radial_from_hidden<T, P, ATTN, true>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),
+                                        Kokkos::subview(ch.sd, t, Kokkos::ALL()), R);
     T gY[K], gw[P], gwv[P];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     for (int p = 0; p < P; ++p) gw[p] = gwv[p] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
     if constexpr (ATTN) {
       T dg;
-      const T s = logit(i, j, a, R, &dg);
+      const T s = logit(i, j, a, ch, t, &dg);
       const T ex = exp(s - M(i, a));
       const T inv = T(1) / (Z(i, a) + T(kSoftmaxEps));
       pw = ex * R.u * inv;
       T v[K], dummy[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = dummy[kk] = T(0);
       tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(0), T(1), dummy, v);
-      T t = T(0);
+      T tt = T(0);
       for (int kk = 0; kk < K; ++kk) {
         goi[kk] = go(i, kk, c);
-        t += goi[kk] * (v[kk] - o(i, kk, c));
+        tt += goi[kk] * (v[kk] - o(i, kk, c));
       }
-      const T ge = t * inv;  // dE/d(e_ij) with e_ij = exp(s - M) u
+      const T ge = tt * inv;  // dE/d(e_ij) with e_ij = exp(s - M) u
       gs = ge * ex * R.u;
       gd += ge * ex * R.du + gs * dg;
     } else {
@@ -287,6 +416,27 @@ struct InteractionKernel {
     acc[8] += -0.25 * (double(r[1]) * gr[2] + double(r[2]) * gr[1]);
   }
 
+  // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj).
+  template <bool SENDER>
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Chunk& ch, int t, double* acc,
+                                           T* ghj) const {
+    const int other = ch.other(t);
+    if (other < 0) return;
+    const int i = SENDER ? other : atom, j = SENDER ? atom : other;
+    const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+    const T d = ch.geo(t, 3);
+    T gr[3], gs;
+    edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, gr, ghj, &gs);
+    // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
+    for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -double(gr[b]) : double(gr[b]);
+    tally_virial(acc, r, gr);
+    if constexpr (ATTN) {
+      const T sdk = T(1) / sqrt(T(prm.dk));
+      for (int x = 0; x < kMaxDk; ++x)
+        if (x < prm.dk) acc[9 + x] += double(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
+    }
+  }
+
   // Sum the per-channel partials of the team and write the per-atom results.
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const {
     team.team_barrier();
@@ -299,72 +449,65 @@ struct InteractionKernel {
           f(n, v) += s;
         else
           vatom(n, v - 3) += s;
-      } else {
+      } else if (ATTN) {
         const int a = (v - 9) / prm.dk, e = (v - 9) % prm.dk;
         double s = 0;
         for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(c, 9 + e);
-        if (ATTN) (sender ? gk : gq)(n, v - 9) = T(s);
+        (sender ? gk : gq)(n, v - 9) = T(s);
       }
     });
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(RecvAdj, const member& team) const {
-    const int i = team.league_rank();
+  template <bool SENDER>
+  KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const {
+    const int atom = team.league_rank();
     const int C = prm.C, chead = C / prm.A;
-    scratch part(team.team_scratch(0), C, NV);
-    const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      const int a = c / chead;
-      double acc[NV];
-      for (int v = 0; v < NV; ++v) acc[v] = 0;
-      const T sdk = T(1) / sqrt(T(prm.dk));
-      for (int e = e0; e < e1; ++e) {
-        const int j = g.edge_sender(e);
-        T r[3], d;
-        if (!geometry(i, j, r, d)) continue;
-        T gr[3], gs;
-        edge_adjoint<false>(i, j, c, a, r, d, gr, nullptr, &gs);
-        for (int b = 0; b < 3; ++b) acc[b] += gr[b];  // F_i = -dE/dx_i = +dE/dr_ij
-        tally_virial(acc, r, gr);
-        if constexpr (ATTN)
-          for (int x = 0; x < kMaxDk; ++x)
-            if (x < prm.dk) acc[9 + x] += double(gs * sdk * k(j, a * prm.dk + x));
-      }
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    team_finish(team, part, i, false);
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const {
-    const int j = team.league_rank();
-    const int C = prm.C, chead = C / prm.A;
-    scratch part(team.team_scratch(0), C, NV);
-    const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      const int a = c / chead;
+    const Chunk ch = make_chunk(team);
+    scratch part(team.team_scratch(0), C, 9 + prm.dk);
+    const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
+    const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
+    const int ts = team.team_size(), tr = team.team_rank();
+    if (ts < C && ts != 1) Kokkos::abort("batmobile: team size must be 1 or >= C");
+    if (ts >= C) {  // GPU: one channel per thread, partials in registers across chunks
+      const int c = tr;
       double acc[NV];
       for (int v = 0; v < NV; ++v) acc[v] = 0;
       T ghj[K];
       for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-      const T sdk = T(1) / sqrt(T(prm.dk));
-      for (int s = s0; s < s1; ++s) {
-        const int e = g.send_edges(s);
-        const int i = g.edge_receiver(e);
-        T r[3], d;
-        if (!geometry(i, j, r, d)) continue;
-        T gr[3], gs;
-        edge_adjoint<true>(i, j, c, a, r, d, gr, ghj, &gs);
-        for (int b = 0; b < 3; ++b) acc[b] -= gr[b];  // F_j = -dE/dx_j = -dE/dr_ij
-        tally_virial(acc, r, gr);
-        if constexpr (ATTN)
-          for (int x = 0; x < kMaxDk; ++x)
-            if (x < prm.dk) acc[9 + x] += double(gs * sdk * q(i, a * prm.dk + x));
+      for (int start = s0; start < s1; start += CH) {
+        const int n = s1 - start < CH ? s1 - start : CH;
+        prepare_chunk<SENDER, true>(team, ch, atom, start, n);
+        if (c < C)
+          for (int t = 0; t < n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
       }
-      for (int kk = 0; kk < K; ++kk) gh(j, kk, c) += ghj[kk];
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    team_finish(team, part, j, true);
+      if (c < C) {
+        if (SENDER)
+          for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
+        for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = acc[v];
+      }
+    } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
+      for (int c = 0; c < C; ++c)
+        for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
+      for (int start = s0; start < s1; start += CH) {
+        const int n = s1 - start < CH ? s1 - start : CH;
+        prepare_chunk<SENDER, true>(team, ch, atom, start, n);
+        for (int c = 0; c < C; ++c) {
+          double acc[NV];
+          for (int v = 0; v < NV; ++v) acc[v] = 0;
+          T ghj[K];
+          for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
+          for (int t = 0; t < n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+          if (SENDER)
+            for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
+          for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) += acc[v];
+        }
+      }
+    }
+    team_finish(team, part, atom, SENDER);
   }
+
+  KOKKOS_INLINE_FUNCTION void operator()(RecvAdj, const member& team) const { adjoint_team<false>(team); }
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const { adjoint_team<true>(team); }
 };
 
 // q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint.
@@ -413,10 +556,11 @@ struct InteractionWork {
 };
 
 template <class Exec, class Tag>
-inline Kokkos::TeamPolicy<Exec, Tag> atom_team_policy(int n, int C, size_t scratch) {
-  // Host back-ends: one thread per team (channels looped); GPU: one thread per channel.
+inline Kokkos::TeamPolicy<Exec, Tag> atom_team_policy(int n, int C, size_t scratch, int team_size = 0) {
+  // Host back-ends: one thread per team (channels looped); GPU: one thread per channel. team_size (1 or C)
+  // overrides the choice (tests run the one-thread-per-channel path on OpenMP with it).
   const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
-  Kokkos::TeamPolicy<Exec, Tag> pol(n, host ? 1 : C);
+  Kokkos::TeamPolicy<Exec, Tag> pol(n, team_size > 0 ? team_size : (host ? 1 : C));
   if (scratch) pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch));
   return pol;
 }
@@ -426,7 +570,8 @@ template <class T, class Device, int L, bool ATTN>
 void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
-                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work) {
+                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work,
+                         int team_size = 0) {
   using exec = typename Device::execution_space;
   using Kern = InteractionKernel<T, Device, L, ATTN>;
   work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
@@ -446,7 +591,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   kern.q = work.q;
   kern.k = work.k;
   Kokkos::parallel_for("batmobile::interaction_fwd",
-                       atom_team_policy<exec, typename Kern::Forward>(g.n_recv, prm.C, 0),
+                       atom_team_policy<exec, typename Kern::Forward>(g.n_recv, prm.C, Kern::scratch_bytes(prm.C, prm.H, prm.dk, false), team_size),
                        kern);
 }
 
@@ -460,7 +605,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
                           const Kokkos::View<T***, Kokkos::LayoutRight, Device>& gh,
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& f,
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
-                          InteractionWork<T, Device>& work) {
+                          InteractionWork<T, Device>& work, int team_size = 0) {
   using exec = typename Device::execution_space;
   using Kern = InteractionKernel<T, Device, L, ATTN>;
   Kern kern;
@@ -479,12 +624,12 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
   kern.gk = work.gk;
   kern.f = f;
   kern.vatom = vatom;
-  const size_t sb = Kern::scratch_bytes(prm.C);
+  const size_t sb = Kern::scratch_bytes(prm.C, prm.H, prm.dk, true);
   Kokkos::parallel_for("batmobile::interaction_recv_adj",
-                       atom_team_policy<exec, typename Kern::RecvAdj>(g.n_recv, prm.C, sb),
+                       atom_team_policy<exec, typename Kern::RecvAdj>(g.n_recv, prm.C, sb, team_size),
                        kern);
   Kokkos::parallel_for("batmobile::interaction_send_adj",
-                       atom_team_policy<exec, typename Kern::SendAdj>(g.n_total, prm.C, sb),
+                       atom_team_policy<exec, typename Kern::SendAdj>(g.n_total, prm.C, sb, team_size),
                        kern);
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};

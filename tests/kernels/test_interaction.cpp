@@ -37,12 +37,12 @@ Model make_model(int L, std::mt19937& rng) {
   return M;
 }
 
-System make_system(int L, int C, std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(0, 4.0);
+System make_system(int L, int C, std::mt19937& rng, int n_recv = 6, int n_total = 10, double box = 4.0) {
+  std::uniform_real_distribution<double> u(0, box);
   std::normal_distribution<double> g(0, 1);
   System S;
-  S.n_recv = 6;
-  S.n_total = 10;  // atoms 6..9 play the role of ghosts: senders only
+  S.n_recv = n_recv;
+  S.n_total = n_total;  // atoms n_recv.. play the role of ghosts: senders only
   S.x.resize(3 * S.n_total);
   for (double& v : S.x) v = u(rng);
   for (int i = 0; i < S.n_recv; ++i)
@@ -181,7 +181,7 @@ struct KernelRun {
 template <class T, int L>
 KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
                          const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
-                         bool backward) {
+                         bool backward, int team_size = 0) {
   const int K = num_sh(L), C = M.C;
   std::vector<T> xt(x.begin(), x.end());
   auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
@@ -200,14 +200,14 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
-  interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work);
+  interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work, team_size);
   if (backward) {
     auto gmv = upload(gm, S.n_recv, "gm");
     auto gov = upload(go, S.n_recv, "go");
     out.gh = decltype(out.m)("gh", S.n_total, K, C);
     out.f = decltype(out.f)("f", S.n_total, 3);
     out.vatom = decltype(out.f)("vatom", S.n_total, 6);
-    interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work);
+    interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
   }
   Kokkos::fence();
   return out;
@@ -220,10 +220,10 @@ double energy(const RefOut& R, const std::vector<double>& gm, const std::vector<
 }
 
 template <int L>
-void check_forward_and_adjoint(unsigned seed) {
+void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0, int team_size = 0) {
   std::mt19937 rng(seed);
   const Model M = make_model(L, rng);
-  const System S = make_system(L, M.C, rng);
+  const System S = make_system(L, M.C, rng, n_recv, n_total, box);
   const int K = num_sh(L), C = M.C;
   std::normal_distribution<double> g(0, 1);
   std::vector<double> gm(size_t(S.n_recv) * K * C), go(gm.size());
@@ -231,8 +231,8 @@ void check_forward_and_adjoint(unsigned seed) {
   for (double& v : go) v = g(rng);
 
   const RefOut ref = reference(M, S, S.x, S.h);
-  auto kd = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true);
-  auto kf = run_kernels<float, L>(M, S, S.x, S.h, gm, go, true);
+  auto kd = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true, team_size);
+  auto kf = run_kernels<float, L>(M, S, S.x, S.h, gm, go, true, team_size);
   auto md = to_host(kd.m), od = to_host(kd.o);
   auto mf = to_host(kf.m), of = to_host(kf.o);
   double scale = 0;
@@ -306,6 +306,21 @@ void check_forward_and_adjoint(unsigned seed) {
 TEST(Interaction, ForwardAndAdjointL1) { check_forward_and_adjoint<1>(11); }
 TEST(Interaction, ForwardAndAdjointL2) { check_forward_and_adjoint<2>(12); }
 TEST(Interaction, ForwardAndAdjointL3) { check_forward_and_adjoint<3>(13); }
+// ~40 neighbours per receiver: several team-shared edge chunks per atom (chunk boundaries, softmax carry-over).
+TEST(Interaction, ForwardAndAdjointManyNeighbours) { check_forward_and_adjoint<1>(14, 4, 44, 3.0); }
+
+// The one-thread-per-channel code path (used on GPUs) on the host back-end: needs a team size of C = 8, i.e.
+// at least 8 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=8); skipped otherwise.
+TEST(Interaction, TeamPerChannelPath) {
+  using exec = Dev::execution_space;
+  const int C = 8;
+  using Kern = InteractionKernel<double, Dev, 1, true>;
+  Kokkos::TeamPolicy<exec, Kern::RecvAdj> probe(1, 1);
+  const int tmax = probe.team_size_max(Kern{}, Kokkos::ParallelForTag());
+  if (tmax < C) GTEST_SKIP() << "team_size_max " << tmax << " < C";
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, C);
+  check_forward_and_adjoint<2>(16, 6, 10, 4.0, C);
+}
 
 // Rotating all positions rotates m and o with D^l (scalars invariant); translations and edge order change nothing.
 TEST(Interaction, RotationTranslationPermutation) {
