@@ -19,12 +19,13 @@
 // channel computes its own radial-MLP outputs, SH, CG products and logit in registers. No per-edge tensor goes
 // to global memory:
 //   InteractionKernel::Forward   team i: one pass over the edges of receiver i computes m_i and (ATTN) o_i
-//                                with an online softmax; writes m, o, M, Z once. No atomics.
+//                                with an online softmax; writes m, o, M, Z once (GPU path; the host path parks
+//                                running sums in m, o between chunks). No atomics.
 //   InteractionKernel::RecvAdj   team i: recomputes each edge, dE/dr_ij from gm, go; accumulates the
 //                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
-//   ProjectQK / ApplyQKGrad      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
+//   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic, 1 = one thread per team, C = one thread per channel).
 // Parameter gradients are not computed (not needed at run time).
