@@ -19,8 +19,12 @@ def neighbor_list(positions: np.ndarray, cell: np.ndarray, r_c: float,
     Returns (sender j, receiver i, integer shifts S) sorted by receiver. Every image within r_c is included,
     so a box smaller than 2 r_c (or even r_c) yields several edges to the same atom and edges to its own images.
     """
-    positions = np.asarray(positions, dtype=np.float64)
     cell = np.asarray(cell, dtype=np.float64)
+    # search on wrapped positions (the image count below assumes atoms inside the cell), then express the shifts
+    # relative to the positions as given: x = x_wrapped + n @ cell
+    frac = np.asarray(positions, dtype=np.float64) @ np.linalg.inv(cell)
+    n_wrap = np.where(np.asarray(pbc), np.floor(frac), 0.0)
+    positions = (frac - n_wrap) @ cell
     # number of images per direction: distance between lattice planes is 1 / |reciprocal vector|
     recip = np.linalg.inv(cell).T
     reps = [int(math.ceil(r_c * np.linalg.norm(recip[k]))) if pbc[k] else 0 for k in range(3)]
@@ -43,5 +47,6 @@ def neighbor_list(positions: np.ndarray, cell: np.ndarray, r_c: float,
     receiver = np.concatenate(receivers)
     sender = np.concatenate(senders)
     shift = np.concatenate(edge_shifts).astype(np.int64)
+    shift = shift + (n_wrap[receiver] - n_wrap[sender]).astype(np.int64)
     order = np.argsort(receiver, kind="stable")
     return sender[order].astype(np.int64), receiver[order].astype(np.int64), shift[order]
