@@ -81,7 +81,7 @@ def load_potential(path: str, dtype: torch.dtype = torch.float64) -> BatmobileMo
     if header.get("units") != "metal":
         raise ValueError(f"{path}: units {header.get('units')!r}, expected 'metal'")
     hp = Hyperparameters.from_dict(header["hyperparameters"])
-    model = BatmobileModel(hp)
+    model = BatmobileModel(hp).double()   # float64 before loading: never round the stored weights
     state = {k: v for k, v in buffers.items() if not k.startswith("meta.")}
     model.load_state_dict(state, strict=True)
     model.header = header
