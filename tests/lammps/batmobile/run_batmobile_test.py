@@ -7,7 +7,8 @@ REFDIR is written by make_lammps_reference.py (model file, water data, float64 P
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
-                      stress/atom; sum of pe/atom == pe. VARIANT: double | single | kk | kk_single | mpi2 | mpi4
+                      stress/atom; sum of pe/atom == pe. VARIANT: double | single | fused | kk | kk_single |
+                      kk_fused | mpi2 | mpi4
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
@@ -79,8 +80,10 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False):
     return p.returncode, log + p.stdout, tmp
 
 
-def base_script(env, data="water.data", style="batmobile", precision=None, species="O H", extra_pre=""):
-    ps = f"pair_style {style}" + (f" precision {precision}" if precision else "")
+def base_script(env, data="water.data", style="batmobile", precision=None, species="O H", extra_pre="",
+                kernels=None):
+    ps = f"pair_style {style}" + (f" precision {precision}" if precision else "") + \
+        (f" kernels {kernels}" if kernels else "")
     return f"""units metal
 atom_style atomic
 boundary p p p
@@ -159,9 +162,15 @@ def rel(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
 
 
-def compare(name, got, want, tol):
+def compare(name, got, want, tol, symmetric_vatom=False):
     ok = True
     for key in ("energy", "atomic_energies", "forces", "virial", "atomic_virial"):
+        if key == "atomic_virial" and symmetric_vatom:
+            # fused kernels tally the symmetrised edge virial: per atom only the diagonal is comparable
+            e = rel(got[key][:, :3], want[key][:, :3])
+            print(f"  {name} {'atomic_virial xx,yy,zz':16s} rel err {e:.3e} (tol {tol:g})")
+            ok &= e <= tol
+            continue
         e = rel(got[key], want[key])
         print(f"  {name} {key:16s} rel err {e:.3e} (tol {tol:g})")
         ok &= e <= tol
@@ -174,15 +183,17 @@ def test_reference(env, variant):
     if variant in ("single", "kk_single"):
         kw["precision"] = "single"
         tol = 1e-4
-    if variant.startswith("kk"):
+    if variant.startswith("kk") or variant == "gpu":
         if not env.has_style("batmobile/kk"):
             skip("this lmp has no batmobile/kk")
         kw.update(kokkos=True, threads=2)
     if variant.startswith("mpi"):
         kw["nranks"] = int(variant[3:])
+    if variant.endswith("fused"):
+        kw["kernels"] = "fused"
     got = observe(env, **kw)
     want = read_ref(env)
-    ok = compare(variant, got, want, tol)
+    ok = compare(variant, got, want, tol, symmetric_vatom=variant.endswith("fused"))
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
@@ -244,6 +255,7 @@ def test_fd(env):
     lines.append(f"variable W2 equal c_pv[2]*vol/{NKTV2P!r}")
     lines.append(f"variable W3 equal c_pv[3]*vol/{NKTV2P!r}")
     lines.append("thermo_style custom step pe v_W1 v_W2 v_W3")
+    lines.append("thermo_modify format float %.17g")
     lines.append("run 0 post no")
     _, log, tmp = run_lmp(env, "\n".join(lines) + "\n")
     variable = re.compile(r"^(FD|ST) (.*)$", re.M)
@@ -262,12 +274,13 @@ def test_fd(env):
             worst = max(worst, abs(fd - F[a][k]))
             scale = max(scale, abs(F[a][k]))
     row = thermo_rows(log)[-1]
-    ok = worst <= 1e-5 * max(scale, 1.0)
+    # FD truncation + 15-digit energy printout give ~1e-8 here
+    ok = worst <= 1e-6 * max(scale, 1.0)
     for k in range(3):
         fd = -(vals[("ST", str(k), "p")] - vals[("ST", str(k), "m")]) / (2 * h)
         W = row[f"v_W{k + 1}"]
         print(f"  strain {'xyz'[k]}{'xyz'[k]}: virial {W: .10f}  -dE/deps {fd: .10f}")
-        ok &= abs(fd - W) <= 1e-5 * max(abs(W), 1.0)
+        ok &= abs(fd - W) <= 1e-6 * max(abs(W), 1.0)
     print(f"  max |F - F_fd| = {worst:.3e}")
     if not ok:
         fail("finite differences disagree")
@@ -305,11 +318,13 @@ def test_errors(env):
 
 
 def test_nve(env):
-    steps = 400
-    script = base_script(env) + f"""velocity all create 300.0 4928459 mom yes rot yes dist gaussian
-timestep 0.00025
+    # The seeded random model is not a water model (it slowly pulls atoms together), so the run is short and
+    # cold: it checks that forces are the exact gradient of the energy along a trajectory, not the physics.
+    steps = 200
+    script = base_script(env) + f"""velocity all create 50.0 4928459 mom yes rot yes dist gaussian
+timestep 0.0001
 fix 1 all nve
-thermo 50
+thermo 20
 thermo_style custom step temp pe ke etotal
 thermo_modify format float %.12g
 run {steps}
@@ -320,10 +335,10 @@ run {steps}
     n = 648
     drift = (etot[-1] - etot[0]) / n
     spread = (etot.max() - etot.min()) / n
-    time_ps = steps * 0.00025
-    print(f"  NVE {steps} steps x 0.25 fs: E_tot drift {drift:.3e} eV/atom ({drift / time_ps:.3e} eV/atom/ps), "
+    time_ps = steps * 0.0001
+    print(f"  NVE {steps} steps x 0.1 fs: E_tot drift {drift:.3e} eV/atom ({drift / time_ps:.3e} eV/atom/ps), "
           f"max spread {spread:.3e} eV/atom, T {rows[0]['Temp']:.1f} -> {rows[-1]['Temp']:.1f} K")
-    if not np.all(np.isfinite(etot)) or spread > 1e-3:
+    if not np.all(np.isfinite(etot)) or spread > 1e-5:
         fail("energy not conserved in NVE")
     print("PASS")
 
