@@ -285,8 +285,28 @@ def check(args):
     cmp("grad_h", rd("check_gh.bin", (N, 16, C)), hg.grad)
     cmp("grad_w", rd("check_gw.bin", (E, P, C)), wg.grad)
     cmp("forces", rd("check_f.bin", (N, 3)), -xg.grad)
+    # docs/model.md steps 1-2 (L = 2): the fused interaction + attention kernels vs the PyTorch/e3nn layer
+    am = json.load(open(os.path.join(d, "attn_meta.json")))
+    L, Ca, A, dk, NB, H, Pa = am["L"], am["C"], am["A"], am["dk"], am["NB"], am["H"], am["P"]
+    K = (L + 1) ** 2
+    prm = {"W1": rd("attn_W1.bin", (H, NB)).to(dev), "b1": rd("attn_b1.bin", (H,)).to(dev),
+           "W2": rd("attn_W2.bin", (2 * Pa * Ca, H)).to(dev), "Wg": rd("attn_Wg.bin", (A, NB)).to(dev),
+           "Wq": rd("attn_Wq.bin", (A * dk, Ca)).to(dev), "Wk": rd("attn_Wk.bin", (A * dk, Ca)).to(dev), "NB": NB,
+           "backend": be}
+    ha = rd("attn_h.bin", (N, K, Ca)).to(dev).requires_grad_()
+    xa = x.clone().requires_grad_()
+    keep = ((x[send] - x[recv]).norm(dim=-1) < am["rc"])  # docs/model.md: only pairs with d < r_c are edges
+    tpa = make_tp(Ca, L, True, be).to(dev)
+    ma, oa = attention_layer(ha, xa, send[keep], recv[keep], prm, tpa, N, Ca, L, am["rc"], am["avg"], A, dk)
+    ((ma * rd("attn_gm.bin", (N, K, Ca)).to(dev)).sum() + (oa * rd("attn_go.bin", (N, K, Ca)).to(dev)).sum()).backward()
+    cmp("attn_m", rd("attn_m.bin", (N, K, Ca)), ma)
+    cmp("attn_o", rd("attn_o.bin", (N, K, Ca)), oa)
+    cmp("attn_grad_h", rd("attn_gh.bin", (N, K, Ca)), ha.grad)
+    cmp("attn_forces", rd("attn_f.bin", (N, 3)), -xa.grad)
+    res["attn_edges_kept"] = int(keep.sum().item())
+    res["attn_edges_total"] = int(keep.numel())
     res["backend"] = be
-    res["ok"] = all(v < 1e-9 for key, v in res.items() if key not in ("backend",))
+    res["ok"] = all(v < 1e-9 for key, v in res.items() if not key.startswith("attn_edges") and key != "backend")
     print(json.dumps(res))
     return 0 if res["ok"] else 1
 

@@ -12,8 +12,9 @@
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
 //   --graph-dir: writes graph_<N>_<k>.bin (float32 positions N*3, then int32 senders E) for the e3nn script.
-//   --check-dump DIR: instead of timing, writes a small double-precision case (inputs, SH, conv output and
-//   adjoint for a given upstream gradient) for bench/e3nn_bench.py --check.
+//   --check-dump DIR: instead of timing, writes small double-precision cases for bench/e3nn_bench.py --check:
+//   SH, conv with per-edge weights (all 34 paths) and its adjoint; the fused interaction + attention layer
+//   (docs/model.md steps 1-2, L = 2) with parameters, outputs and adjoint (dE/dh, forces).
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
@@ -223,6 +224,56 @@ void dump(const std::string& path, const V& v) {
   f.write(reinterpret_cast<const char*>(h.data()), h.span() * sizeof(typename V::value_type));
 }
 
+void dump_vec(const std::string& path, const std::vector<double>& v) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+}
+
+// docs/model.md steps 1-2 (fused interaction + attention, L = 2) on the same graph, r_c cutting some edges:
+// parameters, inputs, m, o and the adjoint (dE/dh, forces) for E = sum gm.m + go.o.
+void check_dump_attention(const std::string& dir, const RandomGraph& rg, const std::vector<double>& xd) {
+  constexpr int L = 2, K = num_sh(L);
+  const int N = rg.N, C = 8, A = 2, dk = 4, NB = 5, H = 6, P = num_paths(L, false);
+  const double rc = 6.0, avg = 5.0;
+  std::mt19937 rng(91);
+  std::normal_distribution<double> nd(0, 1);
+  auto rnd = [&](size_t n, double s) {
+    std::vector<double> v(n);
+    for (auto& a : v) a = s * nd(rng);
+    return v;
+  };
+  const auto W1 = rnd(H * NB, 0.5), b1 = rnd(H, 0.3), W2 = rnd(2 * P * C * H, 0.4), Wg = rnd(A * NB, 0.8),
+             Wq = rnd(A * dk * C, 0.5), Wk = rnd(A * dk * C, 0.5);
+  auto g = make_graph<double, Dev>(xd, N, rg.recv, rg.send);
+  auto prm = make_layer_params<double, Dev, L>(C, NB, H, A, dk, rc, avg, W1, b1, W2, Wg, Wq, Wk);
+  Kokkos::View<double***, Kokkos::LayoutRight, Dev> h("h", N, K, C), m("m", N, K, C), o("o", N, K, C),
+      gm("gm", N, K, C), go("go", N, K, C), gh("gh", N, K, C);
+  Kokkos::View<double**, Kokkos::LayoutRight, Dev> f("f", N, 3), vatom("vatom", N, 6);
+  fill_random(h, 11, 1.0);
+  fill_random(gm, 12, 1.0);
+  fill_random(go, 13, 1.0);
+  InteractionWork<double, Dev> work;
+  interaction_forward<double, Dev, L, true>(g, prm, h, m, o, work);
+  interaction_backward<double, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
+  Kokkos::fence();
+  std::ofstream meta(dir + "/attn_meta.json");
+  meta << "{\"L\": " << L << ", \"C\": " << C << ", \"A\": " << A << ", \"dk\": " << dk << ", \"NB\": " << NB
+       << ", \"H\": " << H << ", \"P\": " << P << ", \"rc\": " << rc << ", \"avg\": " << avg << "}\n";
+  dump_vec(dir + "/attn_W1.bin", W1);
+  dump_vec(dir + "/attn_b1.bin", b1);
+  dump_vec(dir + "/attn_W2.bin", W2);
+  dump_vec(dir + "/attn_Wg.bin", Wg);
+  dump_vec(dir + "/attn_Wq.bin", Wq);
+  dump_vec(dir + "/attn_Wk.bin", Wk);
+  dump(dir + "/attn_h.bin", h);
+  dump(dir + "/attn_gm.bin", gm);
+  dump(dir + "/attn_go.bin", go);
+  dump(dir + "/attn_m.bin", m);
+  dump(dir + "/attn_o.bin", o);
+  dump(dir + "/attn_gh.bin", gh);
+  dump(dir + "/attn_f.bin", f);
+}
+
 // Small double-precision case for the e3nn cross-check (bench/e3nn_bench.py --check).
 void check_dump(const std::string& dir) {
   const int N = 40, k = 6, C = 4, E = N * k;
@@ -271,6 +322,7 @@ void check_dump(const std::string& dir) {
   dump(dir + "/check_gw.bin", kern.gw);
   dump(dir + "/check_f.bin", kern.f);
   dump(dir + "/check_Y.bin", Y);
+  check_dump_attention(dir, rg, xd);
 }
 
 }  // namespace

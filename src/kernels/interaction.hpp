@@ -386,13 +386,18 @@ struct InteractionKernel {
       T v[K], dummy[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = dummy[kk] = T(0);
       tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(0), T(1), dummy, v);
-      T tt = T(0);
+      T tt = T(0), to = T(0);
       for (int kk = 0; kk < K; ++kk) {
         goi[kk] = go(i, kk, c);
-        tt += goi[kk] * (v[kk] - o(i, kk, c));
+        const T oo = o(i, kk, c);
+        tt += goi[kk] * (v[kk] - oo);
+        to += goi[kk] * oo;
       }
       const T ge = tt * inv;  // dE/d(e_ij) with e_ij = exp(s - M) u
       gs = ge * ex * R.u;
+      // M is the max of the logits, and with the 1e-9 in the denominator o depends on it:
+      // do/dM = -o eps / (Z + eps); that gradient goes to the edge attaining the max (same bits as forward).
+      if (s == M(i, a)) gs -= to * T(kSoftmaxEps) * inv;
       gd += ge * ex * R.du + gs * dg;
     } else {
       for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
