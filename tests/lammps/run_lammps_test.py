@@ -166,7 +166,7 @@ def lj_configuration():
     basis = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
     cells = np.array([[i, j, k] for i in range(CELLS) for j in range(CELLS) for k in range(CELLS)])
     x = ((cells[:, None, :] + basis[None, :, :]).reshape(-1, 3)) * a
-    x += np.random.default_rng(SEED).uniform(-0.08, 0.08, x.shape) * a
+    x += np.random.default_rng(SEED).uniform(-0.03, 0.03, x.shape) * a  # small: dt 0.005 stays accurate
     box = CELLS * a
     return x % box, box
 
@@ -266,7 +266,7 @@ def test_lj(env, variant):
         fail("step-0 virial pressure differs from the independent reference")
     drift = abs(rows[-1, 3] - rows[0, 3]) / abs(rows[0, 3])
     print(f"NVE relative total-energy drift over 50 steps: {drift:.3e}")
-    if drift > 1e-3:
+    if drift > 1e-4:  # velocity Verlet, dt 0.005, 50 steps: ~1e-6 for this system
         fail("total energy not conserved in NVE")
     worst = np.max(np.abs(rows - baseline) / np.maximum(np.abs(baseline), 1e-12))
     print(f"largest relative deviation from the plain serial run: {worst:.3e}")
