@@ -129,7 +129,28 @@ def main(outdir):
     for name, (pos, cell, pbc, species) in configurations().items():
         write_ref(os.path.join(outdir, f"ref_{name}.txt"), pos, cell, pbc, species,
                   reference(model, pos, cell, pbc, species))
+    python_package_fixtures(model, outdir)
     print("wrote", outdir)
+
+
+def python_package_fixtures(model, outdir):
+    """The same model through the Python package's own exporter and `python -m batmobile.fixtures` (water frame,
+    strained/displaced frame, isolated molecule, pair exactly at r_c): model_pyexport.pt + ref_py_<case>.txt."""
+    from batmobile.export import save_potential
+    from batmobile import fixtures
+    path = os.path.join(outdir, "model_pyexport.pt")
+    save_potential(model, path)
+    fixdir = os.path.join(outdir, "py_fixtures")
+    fixtures.main([fixdir, "--model", path])
+    for fname in sorted(os.listdir(fixdir)):
+        if not fname.endswith(".json"):
+            continue
+        with open(os.path.join(fixdir, fname)) as f:
+            fx = json.load(f)
+        ref = {"energy": [fx["energy"]], "atomic_energies": fx["atomic_energies"], "forces": fx["forces"],
+               "virial": fx["virial_lammps"], "atomic_virial": fx["atomic_virial_lammps"]}
+        write_ref(os.path.join(outdir, "ref_py_" + fname[:-5] + ".txt"), np.array(fx["positions"]),
+                  np.array(fx["cell"]), fx["pbc"], fx["types"], ref)
 
 
 if __name__ == "__main__":

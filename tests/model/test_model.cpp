@@ -87,8 +87,9 @@ static double rel_err(const std::vector<double>& a, const std::vector<double>& b
 static ModelFile load(const std::string& name = "model_double.pt") { return load_model_file(g_ref_dir + "/" + name); }
 
 template <class T>
-static void compare_with_reference(const std::string& conf, double tol, EdgeBackend backend) {
-  Model<T, Exec> model(load(), backend);
+static void compare_with_reference(const std::string& conf, double tol, EdgeBackend backend,
+                                   const std::string& model_file = "model_double.pt") {
+  Model<T, Exec> model(load(model_file), backend);
   Reference r = read_reference(conf);
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double E = r.v.at("energy")[0];
@@ -128,6 +129,15 @@ TEST_P(ModelReference, PeriodicDouble) { compare_with_reference<double>("periodi
 TEST_P(ModelReference, ClusterDouble) { compare_with_reference<double>("cluster", 1e-9, GetParam()); }
 TEST_P(ModelReference, PeriodicFloat) { compare_with_reference<float>("periodic", 1e-4, GetParam()); }
 TEST_P(ModelReference, ClusterFloat) { compare_with_reference<float>("cluster", 1e-4, GetParam()); }
+// The model exported by the Python package (batmobile.export) and its fixture tool (python -m batmobile.fixtures).
+TEST_P(ModelReference, PythonPackageFixturesDouble) {
+  for (const char* c : {"py_water", "py_distorted", "py_isolated", "py_cutoff"})
+    compare_with_reference<double>(c, 1e-9, GetParam(), "model_pyexport.pt");
+}
+TEST_P(ModelReference, PythonPackageFixturesFloat) {
+  for (const char* c : {"py_water", "py_distorted", "py_isolated", "py_cutoff"})
+    compare_with_reference<float>(c, 1e-4, GetParam(), "model_pyexport.pt");
+}
 INSTANTIATE_TEST_SUITE_P(Backends, ModelReference, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
                          [](const auto& info) { return info.param == EdgeBackend::Fused ? "fused" : "reference"; });
 
