@@ -1,6 +1,6 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
-// Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick]
+// Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
 //                        [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
@@ -355,6 +355,10 @@ int main(int argc, char** argv) {
   if (!out) return 3;
   if (cases == "quick") {
     run_case(out, 60, 6, 8, 1, 3, graph_dir);
+  } else if (cases.find(':') != std::string::npos) {  // one custom case N:k:C
+    int N = 0, k = 0, C = 0;
+    if (std::sscanf(cases.c_str(), "%d:%d:%d", &N, &k, &C) != 3) return 2;
+    run_case(out, N, k, C, warmup, reps, graph_dir);
   } else {
     run_case(out, 1000, 20, 32, warmup, reps, graph_dir);
     run_case(out, 10000, 30, 64, warmup, reps, graph_dir);

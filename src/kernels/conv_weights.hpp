@@ -78,7 +78,8 @@ struct ConvEdgeWeights {
       gwe[p] = T(0);
     }
     for (int k = 0; k < KO; ++k) go[k] = gout(i, k, c);
-    tp_adjoint<L, ALL, SENDER, false, T>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY, gwe, nullptr);
+    // the sender pass needs no dE/dw (written by the receiver pass)
+    tp_adjoint<L, ALL, SENDER, false, T, !SENDER>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY, gwe, nullptr);
     gr[0] = gr[1] = gr[2] = T(0);
     sh_vjp<L, T>(r, gY, gr);
   }

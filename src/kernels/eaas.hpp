@@ -277,7 +277,7 @@ KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, 
   D3 R[3][3], D[84];
   edge_frame<D3>(rd, R);
   wigner_D<L, D3>(R, D);
-  D3 hr[K], gr_rot[KO], tmp[K];
+  D3 hr[K], gr_rot[KO];
   D3 hd[K], gd[KO];
   for (int k = 0; k < K; ++k) hd[k] = D3(h[k]);
   for (int k = 0; k < KO; ++k) gd[k] = D3(g[k]);
@@ -309,7 +309,6 @@ KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, 
   for (int k = 0; k < K; ++k) ghrv[k] = ghr[k].v;
   apply_wigner<L, true>(Dv, ghrv, ghv);
   for (int k = 0; k < K; ++k) gh[k] += ghv[k];
-  (void)tmp;
 }
 
 // 2x2 block form of the aligned-frame product summed over paths (weights w, factor s).

@@ -8,9 +8,9 @@
 //   out[num_out(L, ALL)]  output slots, see out_index() in common.hpp
 //   tp_fwd<L, ALL>(h, Y, w, s, out)       out += s * sum_p alpha_p w_p CG_p(h, Y)
 //   tp_fwd2<L>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products
-//   tp_adjoint<L, ALL, NEED_H, TWO>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
+//   tp_adjoint<L, ALL, NEED_H, TWO, T, NEED_W = true>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
 //       adjoint of  out_m = cm * TP(h, w) (and, if TWO, out_v = cv * TP(h, wv)) for upstream gm (go):
-//       gh += d/dh (if NEED_H), gY += d/dY, gw[p] += d/dw_p, gwv[p] += d/dwv_p (if TWO)
+//       gh += d/dh (if NEED_H), gY += d/dY, gw[p] += d/dw_p, gwv[p] += d/dwv_p (if TWO; both if NEED_W)
 #pragma once
 #include "common.hpp"
 #include "generated/cg_tables.hpp"
@@ -46,7 +46,7 @@ KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const T* w, const T*
   });
 }
 
-template <int L, bool ALL, bool NEED_H, bool TWO, class T>
+template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true>
 KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const T* w, const T* wv, const T* gm, const T* go,
                                        T cm, T cv, T* gh, T* gY, T* gw, T* gwv) {
   constexpr int P = num_paths(L, ALL);
@@ -59,12 +59,12 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const T* w, const
     const T alpha = T(path_alpha(L, ALL, p));
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
-    gw[p] += cm * alpha * CG::dot(hb, Yb, gm + o);
+    if constexpr (NEED_W) gw[p] += cm * alpha * CG::dot(hb, Yb, gm + o);
     // Combined upstream of both weight sets for this path: one adjoint call per path.
     T G[n3];
     for (int m = 0; m < n3; ++m) G[m] = cm * w[p] * gm[o + m];
     if constexpr (TWO) {
-      gwv[p] += cv * alpha * CG::dot(hb, Yb, go + o);
+      if constexpr (NEED_W) gwv[p] += cv * alpha * CG::dot(hb, Yb, go + o);
       for (int m = 0; m < n3; ++m) G[m] += cv * wv[p] * go[o + m];
     }
     if constexpr (NEED_H) CG::adj_a(G, Yb, alpha, gh + q.l1 * q.l1);
