@@ -53,8 +53,14 @@ exec 9> "$B/.lock"
 flock -n 9 || { log "waiting for another build in $B"; flock 9; }
 log "LAMMPS build dir $B (backend $BACKEND, MPI $MPI)"
 t0=$(date +%s)
-cmake -S "$BATMOBILE_REPO/cmake/lammps" -B "$B" "${ARGS[@]}" > "$B/configure.log" 2>&1 \
-  || { tail -n 40 "$B/configure.log" >&2; log "configure failed, see $B/configure.log"; exit 1; }
+# Configure only when needed: ninja re-runs CMake by itself when a CMake file or a globbed directory changes.
+ARGS_HASH=$(printf '%s\n' "${ARGS[@]}" | sha1sum | cut -c1-16)
+if [ ! -f "$B/build.ninja" ] || [ "$(cat "$B/.configure-args" 2>/dev/null)" != "$ARGS_HASH" ]; then
+  rm -f "$B/.configure-args"
+  cmake -S "$BATMOBILE_REPO/cmake/lammps" -B "$B" "${ARGS[@]}" > "$B/configure.log" 2>&1 \
+    || { tail -n 40 "$B/configure.log" >&2; log "configure failed, see $B/configure.log"; exit 1; }
+  echo "$ARGS_HASH" > "$B/.configure-args"
+fi
 cmake --build "$B" -j "$(build_jobs)" >&2
 log "LAMMPS build took $(( $(date +%s) - t0 )) s"
 LMP=$B/lammps/lmp
