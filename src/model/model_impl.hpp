@@ -74,12 +74,16 @@ KOKKOS_INLINE_FUNCTION void radial_mlp(const D& md, int lb, const T* B, T* a1, T
     a1[h] = acc;
     s1[h] = silu(acc);
   }
+  // axpy form over the contiguous rows of W2^T: vectorises without reassociating a reduction
+  const T* W2t = &md.w(lb + md.o_W2t);
   const int out = 2 * md.P * md.C;
-  for (int o = 0; o < out; ++o) {
-    T acc = 0;
-    for (int h = 0; h < md.H; ++h) acc += W2[o * md.H + h] * s1[h];
-    R0[o] = acc;
+  for (int o = 0; o < out; ++o) R0[o] = 0;
+  for (int h = 0; h < md.H; ++h) {
+    const T sh = s1[h];
+    const T* row = W2t + h * out;
+    for (int o = 0; o < out; ++o) R0[o] += row[o] * sh;
   }
+  (void)W2;
 }
 
 // out[k3][c] += TP(hj, w)[k3][c] (w = P x C path weights, envelope already applied by the caller's scale).
@@ -232,6 +236,13 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     }
     for (int l = 0; l <= L; ++l) md.o_Wu[l] = rel("update.Wu" + std::to_string(l));
     for (int l = 0; l <= L; ++l) md.o_gn[l] = rel("norm.g" + std::to_string(l));
+    {  // radial.W2 transposed to (H, 2PC) for the forward radial MLP
+      const auto& W2 = file.tensors.at(p + "radial.W2").values;
+      const int rows = 2 * P * C, H = hp.H;
+      md.o_W2t = static_cast<int>(host.size()) - base;
+      for (int h = 0; h < H; ++h)
+        for (int o = 0; o < rows; ++o) host.push_back(W2[static_cast<size_t>(o) * H + h]);
+    }
     md.layer_size = static_cast<int>(host.size()) - base;
   }
   md.w = Kokkos::View<T*, ExecSpace>("bm_weights", host.size());
