@@ -280,3 +280,13 @@ std::vector<int> map_species(const ModelHyper& hyper, const std::vector<std::str
 }
 
 }  // namespace batmobile
+
+#ifndef BATMOBILE_WITH_TORCH
+namespace batmobile {
+// Built without libtorch (BATMOBILE_WITH_TORCH=OFF): model files cannot be read; say so instead of failing to link.
+ModelFile load_model_file(const std::string& path) {
+  throw std::runtime_error("Batmobile model file '" + path +
+                           "': this build has no libtorch (BATMOBILE_WITH_TORCH=OFF), model files cannot be read");
+}
+}  // namespace batmobile
+#endif

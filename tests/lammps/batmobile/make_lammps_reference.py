@@ -12,7 +12,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "model"))
 import make_reference as mr  # noqa: E402  (tests/model/make_reference.py: model, exporter, reference)
 
-WATER = "/work/shared/data/water/reference/water216_start.lmp"
+# the copy in the example folder (also present on machines without /work/shared)
+WATER = os.path.join(HERE, "..", "..", "..", "examples", "lammps_inputs", "water216", "water216_start.lmp")
 
 
 def read_lammps_data(path):

@@ -8,7 +8,7 @@ Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
                       stress/atom; sum of pe/atom == pe. VARIANT: double | single | fused | kk | kk_single |
-                      kk_fused | mpi2 | mpi4
+                      kk_fused | mpi2 | mpi4 | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
@@ -55,12 +55,14 @@ class Env:
         return re.search(rf"\b{re.escape(name)}\b", out) is not None
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False):
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
     cmd = [env.lmp, "-in", "in.test", "-log", "log.lammps", "-screen", "none" if not expect_fail else "none"]
-    if kokkos:
+    if gpu:
+        cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
+    elif kokkos:
         cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
     if nranks > 1:
         mpirun = shutil.which("mpirun")
@@ -132,7 +134,9 @@ def observe(env, **kw):
     nranks = kw.pop("nranks", 1)
     kokkos = kw.pop("kokkos", False)
     threads = kw.pop("threads", 1)
-    _, log, tmp = run_lmp(env, base_script(env, **kw) + OBSERVE, nranks=nranks, kokkos=kokkos, threads=threads)
+    gpu = kw.pop("gpu", False)
+    _, log, tmp = run_lmp(env, base_script(env, **kw) + OBSERVE, nranks=nranks, kokkos=kokkos, threads=threads,
+                          gpu=gpu)
     row = thermo_rows(log)[-1]
     lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
     start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
@@ -183,17 +187,28 @@ def test_reference(env, variant):
     if variant in ("single", "kk_single"):
         kw["precision"] = "single"
         tol = 1e-4
-    if variant.startswith("kk") or variant == "gpu":
+    if variant.startswith("kk"):
         if not env.has_style("batmobile/kk"):
             skip("this lmp has no batmobile/kk")
         kw.update(kokkos=True, threads=2)
+    if variant.startswith("gpu"):
+        if env.vars.get("BACKEND") != "cuda":
+            skip(f"LAMMPS build backend is {env.vars.get('BACKEND')}, not cuda: no GPU run")
+        kw.update(gpu=True)
+        if variant == "gpu_single":
+            kw["precision"] = "single"
+            tol = 1e-4
+        if variant == "gpu_reference":
+            kw["kernels"] = "reference"
     if variant.startswith("mpi"):
         kw["nranks"] = int(variant[3:])
     if variant.endswith("fused"):
         kw["kernels"] = "fused"
     got = observe(env, **kw)
     want = read_ref(env)
-    ok = compare(variant, got, want, tol, symmetric_vatom=variant.endswith("fused"))
+    # on a GPU batmobile/kk defaults to the fused kernels
+    fused = variant.endswith("fused") or variant in ("gpu", "gpu_single")
+    ok = compare(variant, got, want, tol, symmetric_vatom=fused)
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
