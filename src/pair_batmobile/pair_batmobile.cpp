@@ -2,6 +2,7 @@
 #include "pair_batmobile.h"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -224,6 +225,12 @@ void PairBatmobile::check_settings()
   if (force->newton_pair == 0) error->all(FLERR, "pair_style batmobile needs 'newton on'");
   if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
   check_box();
+  // Under pair_style hybrid the top-level style took its comm sizes at pair_style time, before pair_coeff
+  // told us K*C; Comm::init sizes the buffers from the top-level style, which comes after this.
+  if (force->pair && force->pair != this) {
+    force->pair->comm_forward = std::max(force->pair->comm_forward, comm_forward);
+    force->pair->comm_reverse = std::max(force->pair->comm_reverse, comm_reverse);
+  }
 }
 
 double PairBatmobile::init_one(int, int)

@@ -67,6 +67,10 @@ def main(outdir):
     species = types - 1  # type 1 = O = species 0, type 2 = H = species 1
     ref = mr.reference(model, pos, cell, (True, True, True), species)
     mr.write_ref(os.path.join(outdir, "ref_water.txt"), pos, cell, (True, True, True), species, ref)
+    # oxygen only: what `pair_coeff * * batmobile model.pt O NULL` under pair_style hybrid must reproduce
+    sel = species == 0
+    ref_o = mr.reference(model, pos[sel], cell, (True, True, True), species[sel])
+    mr.write_ref(os.path.join(outdir, "ref_water_oxygen.txt"), pos[sel], cell, (True, True, True), species[sel], ref_o)
     # two atoms closer than half of min_distance (0.8 A) for the error test
     close = pos.copy()
     close[1] = close[0] + np.array([0.3, 0.0, 0.0])

@@ -14,6 +14,7 @@ Tests:
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
   errors              every bad input stops with its documented message
   nve                 short NVE run of the water box; reports the energy drift
+  hybrid              pair_style hybrid/overlay batmobile (O NULL) + zero vs the model on the O atoms alone
 """
 import argparse
 import os
@@ -217,6 +218,33 @@ def test_reference(env, variant):
     print("PASS")
 
 
+def test_hybrid(env):
+    """pair_style hybrid/overlay with `batmobile ... O NULL`: H atoms are not model atoms; the result must be the
+    model on the oxygen sub-system (reference computed on the O atoms alone), with zero forces/energies on H."""
+    script = base_script(env).replace("pair_style batmobile", "pair_style hybrid/overlay batmobile zero 4.0").replace(
+        f"pair_coeff * * {os.path.join(env.ref, 'model.pt')} O H",
+        f"pair_coeff * * batmobile {os.path.join(env.ref, 'model.pt')} O NULL\npair_coeff * * zero")
+    _, log, tmp = run_lmp(env, script + OBSERVE)
+    row = thermo_rows(log)[-1]
+    lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
+    start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
+    d = np.array([[float(v) for v in l.split()] for l in lines[start:]])
+    ref = {}
+    for line in open(os.path.join(env.ref, "ref_water_oxygen.txt")):
+        s = line.split()
+        ref[s[0]] = np.array([float(v) for v in s[2:]])
+    is_o = (np.arange(len(d)) % 3) == 0  # water.data lists O, H, H per molecule
+    got = {"energy": row["PotEng"], "atomic_energies": d[is_o, 4], "forces": d[is_o, 1:4].ravel(),
+           "virial": np.array([row[f"v_W{k}"] for k in range(1, 7)]), "atomic_virial": -d[is_o, 5:11].ravel() / NKTV2P}
+    ok = compare("hybrid O NULL", got, ref, 1e-9)
+    h_max = np.abs(d[~is_o, 1:5]).max()
+    print(f"  max |force, pe/atom| on H (NULL) atoms: {h_max:.3e}")
+    ok &= h_max == 0.0
+    if not ok:
+        fail("hybrid with NULL species")
+    print("PASS")
+
+
 def test_ranks(env):
     results = {n: observe(env, nranks=n) for n in (1, 2, 4)}
     ok = True
@@ -368,7 +396,7 @@ def main():
     env = Env(a.build, a.ref)
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
-     "nve": lambda: test_nve(env)}[a.test]()
+     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env)}[a.test]()
 
 
 if __name__ == "__main__":
