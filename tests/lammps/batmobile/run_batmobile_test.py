@@ -8,7 +8,7 @@ Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
                       stress/atom; sum of pe/atom == pe. VARIANT: double | single | fused | kk | kk_single |
-                      kk_fused | mpi2 | mpi4 | gpu | gpu_single | gpu_reference (-k on g 1)
+                      kk_fused | kk_mpi2 | mpi2 | mpi4 | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
@@ -203,6 +203,8 @@ def test_reference(env, variant):
             kw["kernels"] = "reference"
     if variant.startswith("mpi"):
         kw["nranks"] = int(variant[3:])
+    if variant.startswith("kk_mpi"):  # batmobile/kk on N ranks x 1 thread
+        kw.update(nranks=int(variant[6:]), threads=1)
     if variant.endswith("fused"):
         kw["kernels"] = "fused"
     got = observe(env, **kw)
