@@ -116,6 +116,7 @@ class Model {
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
   Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_;
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> rcache_;  // per layer (n_edges, 2PC), reference backend
 };
 
 }  // namespace batmobile

@@ -1,6 +1,7 @@
 // Template implementation of model.hpp; included by model.cpp (explicit instantiations) only.
 #pragma once
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "kernels/generated/cg_tables.hpp"
@@ -14,6 +15,7 @@ namespace model_detail {
 constexpr double kSoftmaxEps = 1e-9;
 constexpr double kNormEps = 1e-6;
 constexpr double kPi = 3.14159265358979323846;
+constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
@@ -59,6 +61,18 @@ KOKKOS_INLINE_FUNCTION void edge_geometry(const D& md, const double* xi, const d
     g.denv = 0;
   }
   sh_values<T>(md.L, g.u_hat, g.Y);
+}
+
+// Hidden pre-activation of the radial MLP only (when the output R0 comes from the per-edge cache).
+template <class T, class D>
+KOKKOS_INLINE_FUNCTION void radial_hidden(const D& md, int lb, const T* B, T* a1) {
+  const T* W1 = &md.w(lb + md.o_W1);
+  const T* b1 = &md.w(lb + md.o_b1);
+  for (int h = 0; h < md.H; ++h) {
+    T acc = b1[h];
+    for (int n = 0; n < md.NB; ++n) acc += W1[h * md.NB + n] * B[n];
+    a1[h] = acc;
+  }
 }
 
 // Radial MLP: a1 = W1 B + b1 (pre-activation, H), R0 = W2 silu(a1) (2PC, without envelope).
@@ -455,6 +469,18 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto sedge = send_edges_;
 
   const bool fused = backend_ == EdgeBackend::Fused;
+  // Reference backend: keep each edge's radial-MLP output (2PC values per layer) from the forward pass for the
+  // two adjoint passes when that fits in kRadialCacheBytes; otherwise recompute it (3 evaluations per edge).
+  const double rcache_bytes = double(d_.T_layers) * n_edges * 2.0 * d_.P * d_.C * sizeof(T);
+  const char* cap_env = std::getenv("BATMOBILE_RADIAL_CACHE_MB");  // 0 disables (tests use it)
+  const double cap = cap_env ? std::atof(cap_env) * 1024.0 * 1024.0 : kRadialCacheBytes;
+  const bool use_rcache = !fused && n_edges > 0 && rcache_bytes <= cap;
+  if (use_rcache) {
+    rcache_.resize(d_.T_layers);
+    for (auto& v : rcache_)
+      if (v.extent(0) < static_cast<size_t>(n_edges) || v.extent(1) != static_cast<size_t>(2 * d_.P * d_.C))
+        v = std::decay_t<decltype(v)>("bm_radial_cache", n_edges + n_edges / 5 + 16, 2 * d_.P * d_.C);
+  }
   if (fused) {
     auto& F = *fused_;
     if (F.x.extent(0) < static_cast<size_t>(na)) {
@@ -500,6 +526,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto amax = argmax_[t];
+    auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
     if (fused) {
       fused_forward_layer(t, nl, na, n_edges, graph);
     } else {
@@ -546,6 +573,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
             edge_geometry<T>(md, xi, xj, false, g);
             radial_mlp<T>(md, lb, g.B, a1, R0);
+            if (use_rcache)
+              for (int o = 0; o < 2 * P * C; ++o) rcache(e, o) = R0[o];
             const T* hj = &h(j, 0);
             tensor_product<T>(md, hj, R0, g.env, g.Y, macc);
             for (int x_ = 0; x_ < KC; ++x_) V[x_] = 0;
@@ -679,6 +708,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto amax = argmax_[t];
+    auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
     auto dhin = dh_prev_;  // adjoint w.r.t. the input h of layer t
     Kokkos::deep_copy(dhin, T(0));
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
@@ -759,10 +789,16 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int j = snd(e);
             const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
             edge_geometry<T>(md, xi, xj, true, g);
-            radial_mlp<T>(md, lb, g.B, a1, R0);
+            const T* R0p = R0;
+            if (use_rcache) {
+              radial_hidden<T>(md, lb, g.B, a1);
+              R0p = &rcache(e, 0);
+            } else {
+              radial_mlp<T>(md, lb, g.B, a1, R0);
+            }
             const T* hj = &h(j, 0);
             for (int x_ = 0; x_ < KC; ++x_) V[x_] = 0;
-            tensor_product<T>(md, hj, R0 + P * C, g.env, g.Y, V);
+            tensor_product<T>(md, hj, R0p + P * C, g.env, g.Y, V);
             T Pa[kMaxHeads], ds[kMaxHeads], du = 0;
             for (int a = 0; a < A; ++a) {
               T s = 0;
@@ -798,7 +834,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
                 const T go = Pa[c / CperA] * dov(i, k3 * C + c);
                 dR[p * C + c] += cy * hy * gm;
                 dR[P * C + p * C + c] += cy * hy * go;
-                ydot += hy * (R0[p * C + c] * gm + R0[P * C + p * C + c] * go);
+                ydot += hy * (R0p[p * C + c] * gm + R0p[P * C + p * C + c] * go);
               }
               dY[k2] += cf * g.env * ydot;
             }
@@ -806,7 +842,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             T ds1[kMaxH];
             for (int hh = 0; hh < md.H; ++hh) ds1[hh] = 0;
             for (int o = 0; o < 2 * P * C; ++o) {
-              du += dR[o] * R0[o];
+              du += dR[o] * R0p[o];
               const T gr = dR[o] * g.env;
               for (int hh = 0; hh < md.H; ++hh) ds1[hh] += md.w(lb + md.o_W2 + o * md.H + hh) * gr;
             }
@@ -851,13 +887,19 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int i = erecv(e);
             const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
             edge_geometry<T>(md, xi, xj, false, g);
-            radial_mlp<T>(md, lb, g.B, a1, R0);
+            const T* R0p = R0;
+            if (use_rcache) {
+              radial_hidden<T>(md, lb, g.B, a1);
+              R0p = &rcache(e, 0);
+            } else {
+              radial_mlp<T>(md, lb, g.B, a1, R0);
+            }
             for (int n = 0; n < md.nnz; ++n) {
               const int k1 = md.cg_k1(n), k3 = md.cg_k3(n), p = md.cg_path(n);
               const T cy = md.cg_coef(n) * g.Y[md.cg_k2(n)] * g.env;
               for (int c = 0; c < C; ++c)
-                acc[k1 * C + c] += cy * (R0[p * C + c] * dmv(i, k3 * C + c) * md.inv_avg +
-                                         R0[P * C + p * C + c] * ep(e, c / CperA) * dov(i, k3 * C + c));
+                acc[k1 * C + c] += cy * (R0p[p * C + c] * dmv(i, k3 * C + c) * md.inv_avg +
+                                         R0p[P * C + p * C + c] * ep(e, c / CperA) * dov(i, k3 * C + c));
             }
             for (int a = 0; a < A; ++a)
               for (int q = 0; q < dk; ++q) dkj[a * dk + q] += eds(e, a) * qv(i, a * dk + q) * inv_sqrt_dk;

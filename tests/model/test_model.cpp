@@ -230,6 +230,19 @@ TEST_P(ModelInvariance, RotationTranslationPermutation) {
 INSTANTIATE_TEST_SUITE_P(Backends, ModelInvariance, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
                          [](const auto& info) { return info.param == EdgeBackend::Fused ? "fused" : "reference"; });
 
+// The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
+TEST(ModelRadialCache, SameResultWithoutCache) {
+  Reference r = read_reference("periodic");
+  Model<double, Exec> model(load(), EdgeBackend::Reference);
+  Evaluation cached = evaluate(model, r.pos, r.species, r.cell, r.pbc);
+  setenv("BATMOBILE_RADIAL_CACHE_MB", "0", 1);
+  Evaluation recomputed = evaluate(model, r.pos, r.species, r.cell, r.pbc);
+  unsetenv("BATMOBILE_RADIAL_CACHE_MB");
+  EXPECT_NEAR(cached.energy, recomputed.energy, 1e-13 * std::fabs(cached.energy));
+  EXPECT_LE(rel_err(cached.forces, recomputed.forces), 1e-13);
+  EXPECT_LE(rel_err(cached.vatom, recomputed.vatom), 1e-13);
+}
+
 static void expect_load_error(const std::string& file, const std::string& fragment) {
   try {
     load_model_file(file);
