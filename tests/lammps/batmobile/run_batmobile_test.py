@@ -8,7 +8,7 @@ Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
                       stress/atom; sum of pe/atom == pe. VARIANT: double | single | fused | kk | kk_single |
-                      kk_fused | kk_mpi2 | mpi2 | mpi4 | gpu | gpu_single | gpu_reference (-k on g 1)
+                      kk_fused | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
@@ -132,12 +132,14 @@ def thermo_rows(log):
 
 
 def observe(env, **kw):
+    plugin = kw.pop("plugin", False)
     nranks = kw.pop("nranks", 1)
     kokkos = kw.pop("kokkos", False)
     threads = kw.pop("threads", 1)
     gpu = kw.pop("gpu", False)
-    _, log, tmp = run_lmp(env, base_script(env, **kw) + OBSERVE, nranks=nranks, kokkos=kokkos, threads=threads,
-                          gpu=gpu)
+    pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if plugin else ""
+    _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + OBSERVE, nranks=nranks, kokkos=kokkos,
+                          threads=threads, gpu=gpu)
     row = thermo_rows(log)[-1]
     lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
     start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
@@ -207,6 +209,10 @@ def test_reference(env, variant):
         kw.update(nranks=int(variant[6:]), threads=1)
     if variant.endswith("fused"):
         kw["kernels"] = "fused"
+    if variant == "plugin":  # the styles from batmobileplugin.so (they override the built-in ones)
+        if not os.path.isfile(env.vars.get("PLUGIN", "")):
+            skip("no batmobileplugin.so in this build")
+        kw["plugin"] = True
     got = observe(env, **kw)
     want = read_ref(env)
     # on a GPU batmobile/kk defaults to the fused kernels
