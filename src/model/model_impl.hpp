@@ -648,7 +648,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             }
           }
         });
-    if (exchange && na > nl) exchange->forward(hn);
+    // always: the LAMMPS exchange is collective, a rank without ghosts must still take part
+    if (exchange) exchange->forward(hn);
   }
 
   // ------------------------------------------------------------------ readout and its adjoint
@@ -913,7 +914,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         });
     }
     // Ghost rows of layer t's input are copies of owners' layer t-1 outputs: fold their adjoints.
-    if (t > 0 && exchange && na > nl) exchange->reverse(dhin);
+    if (t > 0 && exchange) exchange->reverse(dhin);
     Kokkos::deep_copy(dh, dhin);
   }
 

@@ -71,6 +71,12 @@ def main(outdir):
     sel = species == 0
     ref_o = mr.reference(model, pos[sel], cell, (True, True, True), species[sel])
     mr.write_ref(os.path.join(outdir, "ref_water_oxygen.txt"), pos[sel], cell, (True, True, True), species[sel], ref_o)
+    # slab with vacuum: on 4 ranks (1x1x4 grid) some ranks own no atoms and have no ghosts but must still take
+    # part in the collective ghost-feature exchange between layers
+    slab_cell = np.diag([cell[0, 0], cell[1, 1], 3.0 * cell[2, 2]])
+    write_data(os.path.join(outdir, "slab.data"), pos, types, slab_cell, "water slab with vacuum")
+    ref_slab = mr.reference(model, pos, slab_cell, (True, True, True), species)
+    mr.write_ref(os.path.join(outdir, "ref_slab.txt"), pos, slab_cell, (True, True, True), species, ref_slab)
     # two atoms closer than half of min_distance (0.8 A) for the error test
     close = pos.copy()
     close[1] = close[0] + np.array([0.3, 0.0, 0.0])
