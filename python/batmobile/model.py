@@ -17,7 +17,6 @@ from .so3 import clebsch_gordan, natural_parity_paths, path_factors, spherical_h
 
 warnings.filterwarnings("ignore", message="scatter_reduce")  # beta-API notice in torch 1.13
 
-SOFTMAX_EPS = 1e-9
 NORM_EPS = 1e-6
 
 
@@ -198,11 +197,17 @@ class InteractionBlock(nn.Module):
         q = (h[:, 0, :] @ self.attn.Wq.T).reshape(N, hp.A, hp.dk)
         k = (h[:, 0, :] @ self.attn.Wk.T).reshape(N, hp.A, hp.dk)
         s = (q[receiver] * k[sender]).sum(-1) / math.sqrt(hp.dk) + B @ self.gate.Wg.T    # (E, A)
-        s_max = _segment_max(s, receiver, N)
-        ex = torch.exp(s - s_max[receiver]) * u[:, None]
+        # softmax over the envelope-weighted logits s + log u (docs/model.md step 2); the max edge gets weight 1,
+        # so Z >= 1 and no epsilon is needed. Edges whose u rounds to <= 0 next to r_c get weight 0.
+        positive = u > 0
+        log_u = torch.log(torch.where(positive, u, torch.ones_like(u)))
+        s_env = torch.where(positive[:, None], s + log_u[:, None], torch.full_like(s, -math.inf))
+        s_max = _segment_max(s_env.detach(), receiver, N)   # E does not depend on the max: no gradient
+        ex = torch.where(positive[:, None], torch.exp(s_env - s_max[receiver]), torch.zeros_like(s))
         Z = torch.zeros(N, hp.A, dtype=h.dtype, device=h.device).index_add(0, receiver, ex)
+        Z = torch.where(Z > 0, Z, torch.ones_like(Z))      # atoms without edges: o = 0
         values = tp(h_j, wv, coupling) * ex[:, self.head_of_channel][:, None, :]
-        o = torch.zeros_like(h).index_add(0, receiver, values) / (Z[:, self.head_of_channel][:, None, :] + SOFTMAX_EPS)
+        o = torch.zeros_like(h).index_add(0, receiver, values) / Z[:, self.head_of_channel][:, None, :]
 
         # 3./4. mix and gate
         mix = self.mix
@@ -226,24 +231,12 @@ class InteractionBlock(nn.Module):
 
 
 def _segment_max(s: torch.Tensor, receiver: torch.Tensor, N: int) -> torch.Tensor:
-    """Per-receiver max of s (E, A), differentiable: the value is gathered from the argmax edge so that the
-    (tiny, through the 1e-9 of the softmax denominator) dependence of E on the max is differentiated exactly."""
+    """Per-receiver max of s (E, A); -inf entries and receivers without edges give 0 (any finite shift works)."""
     E, A = s.shape
-    if E == 0:
-        return torch.zeros(N, A, dtype=s.dtype, device=s.device)
-    with torch.no_grad():
-        idx = receiver[:, None].expand(E, A)
-        smax = torch.full((N, A), -math.inf, dtype=s.dtype, device=s.device)
-        smax = smax.scatter_reduce(0, idx, s, reduce="amax", include_self=True)
-        edge_id = torch.arange(E, device=s.device)[:, None].expand(E, A)
-        is_max = s == smax[receiver]
-        cand = torch.where(is_max, edge_id, torch.full_like(edge_id, -1))
-        arg = torch.full((N, A), -1, dtype=torch.long, device=s.device)
-        arg = arg.scatter_reduce(0, idx, cand, reduce="amax", include_self=True)
-        has_edges = arg >= 0
-        arg = arg.clamp(min=0)
-    gathered = torch.gather(s, 0, arg)
-    return torch.where(has_edges, gathered, torch.zeros_like(gathered))
+    smax = torch.full((N, A), -math.inf, dtype=s.dtype, device=s.device)
+    if E > 0:
+        smax = smax.scatter_reduce(0, receiver[:, None].expand(E, A), s, reduce="amax", include_self=True)
+    return torch.where(torch.isfinite(smax), smax, torch.zeros_like(smax))
 
 
 class Readout(nn.Module):
@@ -315,7 +308,10 @@ def evaluate_structure(model: BatmobileModel, positions: torch.Tensor, species: 
     forces = forces.index_add(0, receiver, dE_dr).index_add(0, sender, -dE_dr)
     out = {"energy": energy, "atomic_energies": atomic, "forces": forces}
     if virial:
-        edge_virial = -edge_vec.detach()[:, :, None] * dE_dr.detach()[:, None, :]      # (E, 3, 3)
+        # per-edge tally W_e = -(r (x) g + g (x) r) / 2, g = dE/dr_ij: symmetric per edge, so the per-atom virials
+        # are symmetric too; the sum equals -sum r (x) g, which is symmetric for a rotation-invariant E
+        rg = edge_vec.detach()[:, :, None] * dE_dr.detach()[:, None, :]      # (E, 3, 3)
+        edge_virial = -0.5 * (rg + rg.transpose(1, 2))
         out["virial"] = edge_virial.sum(0)
         # per-atom virial: half of each edge's tally to its receiver and half to its sender
         half = 0.5 * edge_virial

@@ -4,10 +4,12 @@
 //   h  (n_total, K, C)  node features, K = (L+1)^2, channels innermost (ghost atoms included)
 //   m  (n_recv, K, C)   message  m_i = inv_avg * sum_j TP(h_j, w(d_ij))
 //   o  (n_recv, K, C)   attention output o_i (step 2 of docs/model.md)
-//   M, Z (n_recv, A)    per-(receiver, head) softmax max and normaliser, saved for the adjoint
+//   M, Z (n_recv, A)    per-(receiver, head) softmax state, saved for the adjoint: M = max_j (s_ij + log u_ij),
+//                       Z = sum_j exp(s_ij + log u_ij - M) (>= 1 with edges, 0 without)
 //   q  (n_recv, A*dk), k (n_total, A*dk)   projections of h[.][0] (workspace)
 //   f  (n_total, 3), vatom (n_total, 6) double: forces and per-atom virial (xx, yy, zz, xy, xz, yz),
-//      ACCUMULATED (+=) by the adjoint; per-edge virial -r (x) dE/dr is split half to each atom.
+//      ACCUMULATED (+=) by the adjoint; per-edge virial W_e = -(r (x) g + g (x) r) / 2,
+//      g = dE/dr_ij, is split half to each atom.
 //   gh (n_total, K, C)  dE/dh, ACCUMULATED (+=) by the adjoint.
 // LayerParams: W1 (H, NB), b1 (H), W2t (H, 2 P C) = transpose of radial.W2 (so that channel-threads read
 //   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors.
@@ -42,7 +44,6 @@ namespace kernels {
 inline constexpr int kMaxNB = 16;  // radial basis size bound (register arrays)
 inline constexpr int kMaxDk = 32;  // attention key width bound
 inline constexpr int kMaxHeads = 64;
-inline constexpr double kSoftmaxEps = 1e-9;
 
 template <class T, class Device>
 struct LayerParams {
@@ -337,13 +338,16 @@ struct InteractionKernel {
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
       tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
       T dg;
-      const T s = logit(i, j, a, ch, t, &dg);
-      const T new_max = s > run_max ? s : run_max;
-      const T corr = exp(run_max - new_max);
-      const T wgt = exp(s - new_max) * R.u;
-      run_z = run_z * corr + wgt;
-      for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
-      run_max = new_max;
+      // online softmax over s + log u; an edge whose u rounds to <= 0 next to r_c has weight 0
+      if (R.u > T(0)) {
+        const T s = logit(i, j, a, ch, t, &dg) + log(R.u);
+        const T new_max = s > run_max ? s : run_max;
+        const T corr = exp(run_max - new_max);
+        const T wgt = exp(s - new_max);
+        run_z = run_z * corr + wgt;
+        for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
+        run_max = new_max;
+      }
     } else {
       tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
     }
@@ -353,7 +357,8 @@ struct InteractionKernel {
                                             T run_z) const {
     for (int kk = 0; kk < K; ++kk) m(i, kk, c) = prm.inv_avg * accm[kk];
     if constexpr (ATTN) {
-      const T inv = T(1) / (run_z + T(kSoftmaxEps));
+      // run_z >= 1 once an edge was seen (its max edge has weight 1); no edges: o = 0
+      const T inv = run_z > T(0) ? T(1) / run_z : T(0);
       for (int kk = 0; kk < K; ++kk) o(i, kk, c) = acco[kk] * inv;
       if (c % chead == 0) {
         M(i, a) = run_max;
@@ -380,25 +385,22 @@ struct InteractionKernel {
     if constexpr (ATTN) {
       T dg;
       const T s = logit(i, j, a, ch, t, &dg);
-      const T ex = exp(s - M(i, a));
-      const T inv = T(1) / (Z(i, a) + T(kSoftmaxEps));
-      pw = ex * R.u * inv;
+      const bool inside = R.u > T(0);
+      const T ex = inside ? exp(s + log(R.u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
+      const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);       // Z >= 1 once the receiver has an edge
+      pw = ex * inv;
       T v[K], dummy[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = dummy[kk] = T(0);
       tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(0), T(1), dummy, v);
-      T tt = T(0), to = T(0);
+      T tt = T(0);
       for (int kk = 0; kk < K; ++kk) {
         goi[kk] = go(i, kk, c);
         const T oo = o(i, kk, c);
         tt += goi[kk] * (v[kk] - oo);
-        to += goi[kk] * oo;
       }
-      const T ge = tt * inv;  // dE/d(e_ij) with e_ij = exp(s - M) u
-      gs = ge * ex * R.u;
-      // M is the max of the logits, and with the 1e-9 in the denominator o depends on it:
-      // do/dM = -o eps / (Z + eps); that gradient goes to the edge attaining the max (same bits as forward).
-      if (s == M(i, a)) gs -= to * T(kSoftmaxEps) * inv;
-      gd += ge * ex * R.du + gs * dg;
+      const T ge = tt * inv;  // dE/d(e_ij); o does not depend on M, so no gradient flows through it
+      gs = ge * ex;           // de/ds = e, de/du = e / u
+      if (inside) gd += gs * (R.du / R.u) + gs * dg;
     } else {
       for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
     }
@@ -413,7 +415,7 @@ struct InteractionKernel {
   }
 
   KOKKOS_INLINE_FUNCTION static void tally_virial(double* acc, const T* r, const T* gr) {
-    // half of the per-edge virial -r (x) dE/dr goes to each atom of the pair
+    // half of the symmetrised per-edge virial -(r (x) g + g (x) r) / 2 goes to each atom of the pair
     acc[3] += -0.5 * double(r[0]) * gr[0];
     acc[4] += -0.5 * double(r[1]) * gr[1];
     acc[5] += -0.5 * double(r[2]) * gr[2];

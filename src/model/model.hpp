@@ -111,7 +111,6 @@ class Model {
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)
   std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gam_, rms_, q_, k_, smax_, zsum_;
-  std::vector<Kokkos::View<int**, Kokkos::LayoutRight, ExecSpace>> argmax_;
   FeatureView dh_, dh_prev_, dm_, do_;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;

@@ -12,7 +12,6 @@
 namespace batmobile {
 namespace model_detail {
 
-constexpr double kSoftmaxEps = 1e-9;
 constexpr double kNormEps = 1e-6;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
@@ -348,7 +347,7 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   };
   h_.resize(T_ + 1);
   m_.resize(T_), o_.resize(T_), z_.resize(T_), hp_.resize(T_), gam_.resize(T_), rms_.resize(T_);
-  q_.resize(T_), k_.resize(T_), smax_.resize(T_), zsum_.resize(T_), argmax_.resize(T_);
+  q_.resize(T_), k_.resize(T_), smax_.resize(T_), zsum_.resize(T_);
   for (int t = 0; t <= T_; ++t) need(h_[t], n_all, KC, "bm_h");
   for (int t = 0; t < T_; ++t) {
     need(m_[t], n_local, KC, "bm_m");
@@ -361,7 +360,6 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
     need(k_[t], n_all, AD, "bm_k");
     need(smax_[t], n_local, A, "bm_smax");
     need(zsum_[t], n_local, A, "bm_zsum");
-    need(argmax_[t], n_local, A, "bm_argmax");
   }
   need(dh_, n_all, KC, "bm_dh");
   need(dh_prev_, n_all, KC, "bm_dh_prev");
@@ -525,7 +523,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto kv = k_[t];
     auto smax = smax_[t];
     auto zsum = zsum_[t];
-    auto amax = argmax_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
     if (fused) {
       fused_forward_layer(t, nl, na, n_edges, graph);
@@ -546,24 +543,23 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         "bm_layer_forward", Policy(0, nl), KOKKOS_LAMBDA(int i) {
           const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
           T M[kMaxHeads], Z[kMaxHeads];
-          int arg[kMaxHeads];
-          for (int a = 0; a < A; ++a) M[a] = -1e30, Z[a] = 0, arg[a] = -1;
+          for (int a = 0; a < A; ++a) M[a] = -1e30, Z[a] = 0;
           EdgeGeom<T> g;
-          // pass 1: per-head maximum logit
+          // pass 1: per-head maximum of s + log u over the edges with u > 0 (u rounds to <= 0 next to r_c)
           for (int e = roff(i); e < roff(i + 1); ++e) {
             const int j = snd(e);
             const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
             edge_geometry<T>(md, xi, xj, false, g);
+            if (!(g.env > T(0))) continue;
+            const T log_env = Kokkos::Experimental::log(g.env);
             for (int a = 0; a < A; ++a) {
               T s = 0;
               for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
               s *= inv_sqrt_dk;
               for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
-              if (s >= M[a]) M[a] = s, arg[a] = e;
+              if (s + log_env > M[a]) M[a] = s + log_env;
             }
           }
-          for (int a = 0; a < A; ++a)
-            if (arg[a] < 0) M[a] = 0;
           // pass 2: message and attention sums
           T macc[kMaxK * kMaxC], oacc[kMaxK * kMaxC], V[kMaxK * kMaxC];
           T a1[kMaxH], R0[2 * kMaxPaths * kMaxC];
@@ -585,17 +581,18 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
               for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
               s *= inv_sqrt_dk;
               for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
-              ex[a] = Kokkos::Experimental::exp(s - M[a]) * g.env;
+              // e = exp(s + log u - M): the max edge has weight 1, so Z >= 1 (o does not depend on M)
+              ex[a] = g.env > T(0) ? Kokkos::Experimental::exp(s + Kokkos::Experimental::log(g.env) - M[a]) : T(0);
               Z[a] += ex[a];
             }
             for (int k = 0; k < K; ++k)
               for (int c = 0; c < C; ++c) oacc[k * C + c] += ex[c / CperA] * V[k * C + c];
           }
-          for (int a = 0; a < A; ++a) smax(i, a) = M[a], zsum(i, a) = Z[a], amax(i, a) = arg[a];
+          for (int a = 0; a < A; ++a) smax(i, a) = M[a], zsum(i, a) = Z[a];
           for (int k = 0; k < K; ++k)
             for (int c = 0; c < C; ++c) {
               mv(i, k * C + c) = macc[k * C + c] * md.inv_avg;
-              ov(i, k * C + c) = oacc[k * C + c] / (Z[c / CperA] + T(kSoftmaxEps));
+              ov(i, k * C + c) = Z[c / CperA] > T(0) ? oacc[k * C + c] / Z[c / CperA] : T(0);
             }
         });
     }
@@ -708,7 +705,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto kv = k_[t];
     auto smax = smax_[t];
     auto zsum = zsum_[t];
-    auto amax = argmax_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
     auto dhin = dh_prev_;  // adjoint w.r.t. the input h of layer t
     Kokkos::deep_copy(dhin, T(0));
@@ -806,18 +802,16 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
               for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
               s *= inv_sqrt_dk;
               for (int n = 0; n < md.NB; ++n) s += md.w(lb + md.o_Wg + a * md.NB + n) * g.B[n];
-              const T expo = Kokkos::Experimental::exp(s - smax(i, a));
-              const T ex = expo * g.env;
-              const T denom = zsum(i, a) + T(kSoftmaxEps);
+              const bool inside = g.env > T(0);
+              const T ex = inside ? Kokkos::Experimental::exp(s + Kokkos::Experimental::log(g.env) - smax(i, a)) : T(0);
+              const T denom = zsum(i, a) > T(0) ? zsum(i, a) : T(1);
               Pa[a] = ex / denom;
               T D = 0;
               for (int k = 0; k < K; ++k)
                 for (int c = a * CperA; c < (a + 1) * CperA; ++c) D += dov(i, k * C + c) * V[k * C + c];
               const T dEde = (D - obar(i, a)) / denom;
-              ds[a] = dEde * ex;
-              // the max is taken from the argmax edge; E depends on it only through the softmax epsilon
-              if (amax(i, a) == e) ds[a] += -obar(i, a) * T(kSoftmaxEps) / denom;
-              du += dEde * expo;
+              ds[a] = dEde * ex;                    // de/ds = e; M is a constant shift: no gradient
+              if (inside) du += dEde * ex / g.env;  // de/du = e / u
               ep(e, a) = Pa[a];
               eds(e, a) = ds[a];
               for (int q = 0; q < dk; ++q) dq[a * dk + q] += ds[a] * kv(j, a * dk + q) * inv_sqrt_dk;
@@ -953,7 +947,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           for (int a = 0; a < 3; ++a) F[a] -= egrad(sedge(q), a);
         for (int a = 0; a < 3; ++a) f(n, a) = F[a];
       });
-  // edge tally -r (x) dE/dr in LAMMPS order xx yy zz xy xz yz
+  // symmetrised edge tally -(r (x) g + g (x) r) / 2, g = dE/dr, in LAMMPS order xx yy zz xy xz yz
   model_detail::V6 vir;
   Kokkos::parallel_reduce(
       "bm_virial", Policy(0, n_edges),
@@ -964,9 +958,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         acc.v[0] -= r[0] * egrad(e, 0);
         acc.v[1] -= r[1] * egrad(e, 1);
         acc.v[2] -= r[2] * egrad(e, 2);
-        acc.v[3] -= r[0] * egrad(e, 1);
-        acc.v[4] -= r[0] * egrad(e, 2);
-        acc.v[5] -= r[1] * egrad(e, 2);
+        acc.v[3] -= 0.5 * (r[0] * egrad(e, 1) + r[1] * egrad(e, 0));
+        acc.v[4] -= 0.5 * (r[0] * egrad(e, 2) + r[2] * egrad(e, 0));
+        acc.v[5] -= 0.5 * (r[1] * egrad(e, 2) + r[2] * egrad(e, 1));
       },
       vir);
   for (int a = 0; a < 6; ++a) out.virial[a] = vir.v[a];
@@ -982,9 +976,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             v[0] -= 0.5 * r[0] * egrad(e, 0);
             v[1] -= 0.5 * r[1] * egrad(e, 1);
             v[2] -= 0.5 * r[2] * egrad(e, 2);
-            v[3] -= 0.5 * r[0] * egrad(e, 1);
-            v[4] -= 0.5 * r[0] * egrad(e, 2);
-            v[5] -= 0.5 * r[1] * egrad(e, 2);
+            v[3] -= 0.25 * (r[0] * egrad(e, 1) + r[1] * egrad(e, 0));
+            v[4] -= 0.25 * (r[0] * egrad(e, 2) + r[2] * egrad(e, 0));
+            v[5] -= 0.25 * (r[1] * egrad(e, 2) + r[2] * egrad(e, 1));
           };
           if (n < nl)
             for (int e = roff(n); e < roff(n + 1); ++e) tally(e);

@@ -158,11 +158,13 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
     }
     const int chead = C / M.A;
     for (int a = 0; a < M.A; ++a) {
+      // plain softmax weights exp(s) u / sum exp(s) u (docs/model.md step 2 without the max shift, which only
+      // guards against overflow; shifting by max s here is an independent, equivalent choice)
       double mx = -1e300, Z = 0;
       for (auto& ed : edges) mx = std::max(mx, ed.logits[a]);
       for (auto& ed : edges) Z += std::exp(ed.logits[a] - mx) * ed.u;
       for (auto& ed : edges) {
-        const double p = std::exp(ed.logits[a] - mx) * ed.u / (Z + 1e-9);
+        const double p = std::exp(ed.logits[a] - mx) * ed.u / Z;
         for (int k = 0; k < K; ++k)
           for (int c = a * chead; c < (a + 1) * chead; ++c)
             R.o[(size_t(i) * K + k) * C + c] += p * ed.tp_v[k * C + c];
@@ -408,6 +410,76 @@ TEST(Interaction, ContinuousAtCutoff) {
     prev_m = mh(0, 4, 3);
     prev_o = oh(0, 4, 3);
   }
+}
+
+// Head-a logit of edge i <- j (docs/model.md step 2), recomputed here for the test's premise.
+double test_logit(const Model& M, const std::vector<double>& h, int i, int j, int a, double d) {
+  const int K = num_sh(M.L), C = M.C;
+  double s = 0;
+  for (int e = 0; e < M.dk; ++e) {
+    double q = 0, k = 0;
+    for (int c = 0; c < C; ++c) {
+      q += M.Wq[(a * M.dk + e) * C + c] * h[(size_t(i) * K) * C + c];
+      k += M.Wk[(a * M.dk + e) * C + c] * h[(size_t(j) * K) * C + c];
+    }
+    s += q * k;
+  }
+  s /= std::sqrt(double(M.dk));
+  for (int n = 0; n < M.NB; ++n) s += M.Wg[a * M.NB + n] * std::sqrt(2 / M.rc) * std::sin((n + 1) * M_PI * d / M.rc) / d;
+  return s;
+}
+
+// The neighbour holding the largest logit of head 0 crosses r_c: the softmax over s + log u does not depend on the
+// max, so E = gm.m + go.o is continuous (the former 1e-9 in the denominator made it jump); jumps shrink with the step.
+TEST(Interaction, ContinuousWhenMaxLogitNeighbourLeaves) {
+  constexpr int L = 2;
+  std::mt19937 rng(37);
+  Model M = make_model(L, rng);
+  const int K = num_sh(L), C = M.C;
+  System S;
+  S.n_recv = 1;
+  S.n_total = 3;
+  S.x = {0, 0, 0, 1.0, 0.5, 0.2, 0, 0, 0};
+  S.recv = {0, 0};
+  S.send = {1, 2};
+  std::normal_distribution<double> g(0, 1);
+  S.h.resize(3 * K * C);
+  for (double& v : S.h) v = g(rng);
+  // scalar features of atom 2 along Wk_0^T q_0: its head-0 logit is beta * |Wk_0^T q_0|^2 / sqrt(dk) (B(r_c) = 0)
+  std::vector<double> dir(C, 0.0);
+  for (int e = 0; e < M.dk; ++e) {
+    double q = 0;
+    for (int c = 0; c < C; ++c) q += M.Wq[e * C + c] * S.h[c];
+    for (int c = 0; c < C; ++c) dir[c] += q * M.Wk[e * C + c];
+  }
+  for (int c = 0; c < C; ++c) S.h[2 * K * C + c] = dir[c];
+  const double d1 = std::sqrt(1.0 + 0.25 + 0.04);
+  const double s_other = test_logit(M, S.h, 0, 1, 0, d1), unit = test_logit(M, S.h, 0, 2, 0, M.rc);
+  ASSERT_GT(unit, 1e-3);
+  const double beta = (s_other + 5.0) / unit;  // leaver's logit 5 above the other neighbour's
+  for (int c = 0; c < C; ++c) S.h[2 * K * C + c] = beta * dir[c];
+  ASSERT_GT(test_logit(M, S.h, 0, 2, 0, M.rc), s_other + 4.0);
+  std::vector<double> gm(K * C), go(K * C);
+  for (double& v : gm) v = g(rng);
+  for (double& v : go) v = g(rng);
+  auto energy_at = [&](double d) {
+    S.x[6] = 0.6 * d;
+    S.x[7] = 0.8 * d;
+    auto out = run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false);
+    auto mh = to_host(out.m), oh = to_host(out.o);
+    double E = 0;
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < C; ++c) E += gm[k * C + c] * mh(0, k, c) + go[k * C + c] * oh(0, k, c);
+    return E;
+  };
+  double jumps[3];
+  const double steps[3] = {1e-3, 1e-5, 1e-7};
+  for (int k = 0; k < 3; ++k) jumps[k] = std::fabs(energy_at(M.rc - steps[k]) - energy_at(M.rc + steps[k]));
+  EXPECT_LT(jumps[0], 1e-4);
+  EXPECT_LT(jumps[1], std::max(jumps[0] * 1e-3, 1e-14));
+  EXPECT_LT(jumps[2], 1e-12);
+  // the leaver matters inside the cutoff (the test is not vacuous)
+  EXPECT_GT(std::fabs(energy_at(0.7 * M.rc) - energy_at(M.rc + 1e-7)), 1e-3);
 }
 
 // A receiver whose neighbours are all beyond r_c has m = o = 0 and no force; a coincident pair (d = 0) is skipped.

@@ -8,6 +8,7 @@ Writes OUTDIR/model_double.pt (and variants for the loader tests) and OUTDIR/ref
 Python package provides its own exporter (batmobile.export), that one is used so the contract is tested end to end.
 """
 import json
+import math
 import os
 import sys
 
@@ -129,8 +130,34 @@ def main(outdir):
     for name, (pos, cell, pbc, species) in configurations().items():
         write_ref(os.path.join(outdir, f"ref_{name}.txt"), pos, cell, pbc, species,
                   reference(model, pos, cell, pbc, species))
+    pos, cell, pbc, species = leaver_configuration(model)
+    write_ref(os.path.join(outdir, "ref_leaver.txt"), pos, cell, pbc, species, reference(model, pos, cell, pbc, species))
     python_package_fixtures(model, outdir)
     print("wrote", outdir)
+
+
+def layer0_logits(model, receiver_species, sender_species, d):
+    """docs/model.md step 2 in layer 0 (h = embedding): s_a = q_i[a] . k_j[a] / sqrt(dk) + Wg[a] . B(d)."""
+    hp, layer = model.hp, model.layers[0]
+    with torch.no_grad():
+        q = (layer.attn.Wq @ model.embed[receiver_species]).reshape(hp.A, hp.dk)
+        k = (layer.attn.Wk @ model.embed[sender_species]).reshape(hp.A, hp.dk)
+        n = torch.arange(1, hp.NB + 1, dtype=torch.float64)
+        B = math.sqrt(2.0 / hp.r_c) * torch.sin(n * math.pi * d / hp.r_c) / d
+        return ((q * k).sum(-1) / math.sqrt(hp.dk) + layer.gate.Wg @ B).numpy()
+
+
+def leaver_configuration(model):
+    """Four O atoms (no periodicity); atom 3 sits exactly at r_c from atom 0 along -y (no edge) and, for receiver 0,
+    holds the largest layer-0 logit of every head; the C++ test moves it across r_c (E must stay continuous)."""
+    r_c = model.hp.r_c
+    base = np.array([[10.0, 10.0, 10.0], [11.0, 10.3, 9.8], [9.4, 10.9, 10.2]])
+    pos = np.vstack([base, [10.0, 10.0 - r_c, 10.0]])
+    assert min(np.linalg.norm(pos[3] - pos[j]) for j in (1, 2)) > r_c + 0.1
+    s_leaver = layer0_logits(model, 0, 0, r_c)
+    for j in (1, 2):
+        assert np.all(s_leaver > layer0_logits(model, 0, 0, np.linalg.norm(base[j] - base[0]))), "premise"
+    return pos, np.eye(3) * 30.0, (False, False, False), np.array([0, 0, 0, 0])
 
 
 def python_package_fixtures(model, outdir):
