@@ -6,7 +6,8 @@ Writes OUTDIR/<case>.json (float64) for: water (a DFT frame), distorted (same fr
 displacements), isolated (one water molecule in a 40 A box), cutoff (a pair exactly at r_c plus a pair just
 inside). Each file: species names, type indices, positions, cell, r_c, edge count, energy, atomic_energies, forces,
 virial (3x3, W = -sum_edges r_ij (x) dE/dr_ij) and virial_lammps (xx, yy, zz, xy, xz, yz), atomic_virial_lammps
-(N x 6; each edge's tally is split half to its receiver, half to its sender).
+(N x 6; each edge tallies the symmetrised -(r_ij (x) g + g (x) r_ij) / 2, g = dE/dr_ij, split half to its receiver,
+half to its sender).
 """
 import argparse
 import json
