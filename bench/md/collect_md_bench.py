@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Collects the LAMMPS MD benchmark (run_md_bench.sh) and times the PyTorch reference model on the same boxes.
+
+usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N]
+RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB" (one per case, from run_md_bench.sh).
+The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
+replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+
+def read_lammps_data(path):
+    """216-water data file (atom_style atomic, orthogonal box): positions, types (1-based), box lengths."""
+    lines = open(path).read().splitlines()
+    lo_hi, atoms, i = {}, [], 0
+    while i < len(lines):
+        tok = lines[i].split()
+        if len(tok) >= 4 and tok[2] in ("xlo", "ylo", "zlo"):
+            lo_hi[tok[2][0]] = (float(tok[0]), float(tok[1]))
+        if tok and tok[0] == "Atoms":
+            i += 2
+            while i < len(lines) and lines[i].strip():
+                t = lines[i].split()
+                atoms.append((int(t[0]), int(t[1]), float(t[2]), float(t[3]), float(t[4])))
+                i += 1
+            break
+        i += 1
+    atoms.sort()
+    x = np.array([a[2:] for a in atoms])
+    types = np.array([a[1] for a in atoms])
+    box = np.array([lo_hi[k][1] - lo_hi[k][0] for k in "xyz"])
+    return x, types, box
+
+
+def replicate(x, types, box, n):
+    shifts = np.array([[i, j, k] for i in range(n[0]) for j in range(n[1]) for k in range(n[2])]) * box
+    X = (x[None, :, :] + shifts[:, None, :]).reshape(-1, 3)
+    return X, np.tile(types, len(shifts)), box * np.array(n)
+
+
+def reference_steps_per_second(pot, X, types, box):
+    import torch
+    import batmobile
+    from batmobile.model import evaluate_structure
+    from batmobile.neighbors import neighbor_list
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = batmobile.load_potential(pot).to(device=dev, dtype=torch.float32)
+    cell = np.diag(box)
+    sender, receiver, shifts = neighbor_list(X, cell, model.hp.r_c)
+    args = [torch.tensor(v, device=dev) for v in (X, types - 1, cell, sender, receiver, shifts)]
+    args[0] = args[0].float(); args[2] = args[2].float()
+    times = []
+    for it in range(7):
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = evaluate_structure(model, *args)
+        out["forces"].sum().item()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        if it >= 2:
+            times.append(time.perf_counter() - t)
+    return 1.0 / float(np.median(times))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("raw"); ap.add_argument("potential"); ap.add_argument("data"); ap.add_argument("out")
+    ap.add_argument("--reference-max-atoms", type=int, default=100000)
+    a = ap.parse_args()
+    x, types, box = read_lammps_data(a.data)
+    reps = {648: (1, 1, 1), 10368: (2, 2, 4), 97200: (5, 5, 6)}
+    device = "unknown"
+    try:
+        import torch
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception:
+        pass
+    cases, max_ok = [], 0
+    for line in open(a.raw):
+        n, rc, sps, peak, base = line.split()
+        n, rc = int(n), int(rc)
+        sps = float(sps) if sps != "nan" else None
+        case = {"atoms": n, "exit_code": rc, "steps_per_second": sps,
+                "atom_steps_per_second": sps * n if sps else None,
+                "peak_device_bytes": int(float(peak) * 2**20) if float(peak) > 0 else None,
+                "baseline_device_bytes": int(float(base) * 2**20), "reference_steps_per_second": None}
+        if rc == 0 and sps:
+            max_ok = max(max_ok, n)
+        if n in reps and n <= a.reference_max_atoms:
+            try:
+                case["reference_steps_per_second"] = reference_steps_per_second(a.potential, *replicate(x, types, box, reps[n]))
+            except Exception as e:  # out of memory is a result, not a crash
+                case["reference_error"] = str(e)[:200]
+        if sps and case["reference_steps_per_second"]:
+            case["speedup_vs_reference"] = sps / case["reference_steps_per_second"]
+        cases.append(case)
+    doc = {"device": device, "potential": os.path.basename(a.potential), "cases": cases,
+           "max_atoms_single_gpu": max_ok,
+           "note": "max_atoms_single_gpu is the largest case that ran, not a searched limit"}
+    json.dump(doc, open(a.out, "w"), indent=1)
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
