@@ -225,7 +225,8 @@ def attention_layer(h, pos, send, recv, prm, tp, N, C, L, rc, avg, A, dk):
     vv = from_e3nn_output(v, C, L, True)  # (E, K, C)
     head = torch.arange(C, device=h.device) // (C // A)
     o = torch.zeros(N, (L + 1) ** 2, C, device=h.device, dtype=h.dtype).index_add_(0, recv, e[:, head][:, None, :] * vv)
-    o = o / (Z[:, head][:, None, :] + 1e-9)
+    # docs/model.md step 2: plain normalisation, no epsilon (shifting by max s instead of max s + log u is equivalent)
+    o = o / torch.where(Z > 0, Z, torch.ones_like(Z))[:, head][:, None, :]
     return from_e3nn_output(m, C, L, True), o
 
 
