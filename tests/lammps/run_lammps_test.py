@@ -7,7 +7,6 @@ Runs the lmp (and plugin) built by scripts/build_lammps.sh and checks its output
 Tests:
   help          lmp -h lists the KOKKOS and PLUGIN packages and our styles (batmobile, batmobile/kk if present)
   plugin        `plugin load batmobileplugin.so` registers every style the plugin was built with
-  placeholder   with the placeholder pair style, `pair_style batmobile` stops with the documented error
   lj VARIANT    LJ liquid (examples/lammps_inputs/smoke/in.lj): step-0 energy and virial pressure against an
                 independent numpy double-precision evaluation, NVE energy conservation, and every thermo
                 line against the plain serial run. VARIANT: serial | kk_t1 | kk_t2 | mpiN | mpiN_kk | kk_gpu
@@ -143,19 +142,6 @@ def test_plugin(env):
     print("PASS: plugin loaded and registered its styles")
 
 
-def test_placeholder(env):
-    with open(os.path.join(STYLE_DIR, "pair_batmobile.h")) as f:
-        if "BATMOBILE_PLACEHOLDER_PAIR_STYLE" not in f.read():
-            skip("the real pair style is present; the placeholder check does not apply")
-    rc, out = run([env["LMP"], "-in", os.path.join(SMOKE, "in.placeholder"), "-log", "none"], cwd=REPO)
-    print(out[-2000:])
-    if rc == 0:
-        fail("pair_style batmobile placeholder ran without error")
-    if "pair_style batmobile: model not implemented in this build" not in out:
-        fail("placeholder did not print the expected error")
-    print("PASS: placeholder refuses to run with the documented message")
-
-
 # ---------------------------------------------------------------- LJ smoke test
 DENSITY, CELLS, RC, SEED = 0.8442, 4, 2.5, 2021
 
@@ -278,14 +264,14 @@ def test_lj(env, variant):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="", help="LAMMPS build dir from scripts/build_lammps.sh")
-    ap.add_argument("test", choices=["help", "plugin", "placeholder", "lj"])
+    ap.add_argument("test", choices=["help", "plugin", "lj"])
     ap.add_argument("variant", nargs="?", default="serial")
     args = ap.parse_args()
     env = read_build_env(args.build)
     if not os.access(env.get("LMP", ""), os.X_OK):
         fail(f"lmp binary {env.get('LMP')} missing")
     {"help": lambda: test_help(env), "plugin": lambda: test_plugin(env),
-     "placeholder": lambda: test_placeholder(env), "lj": lambda: test_lj(env, args.variant)}[args.test]()
+     "lj": lambda: test_lj(env, args.variant)}[args.test]()
 
 
 if __name__ == "__main__":
