@@ -6,8 +6,8 @@
 
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
+#include "kernels/sh.hpp"
 #include "model/model.hpp"
-#include "model/sh.hpp"
 
 namespace batmobile {
 namespace model_detail {
@@ -24,6 +24,34 @@ template <class T>
 KOKKOS_INLINE_FUNCTION T silu_grad(T x) {
   const T s = sigmoid(x);
   return s * (T(1) + x * (T(1) - s));
+}
+
+// The model's degree L is a runtime value; the kernel library's SH polynomials take it as a template argument.
+template <class S>
+KOKKOS_INLINE_FUNCTION void sh_unit_runtime_l(int L, const S& x, const S& y, const S& z, S* Y) {
+  switch (L) {
+    case 0: kernels::sh_unit<0, S>(x, y, z, Y); break;
+    case 1: kernels::sh_unit<1, S>(x, y, z, Y); break;
+    case 2: kernels::sh_unit<2, S>(x, y, z, Y); break;
+    default: kernels::sh_unit<3, S>(x, y, z, Y); break;
+  }
+}
+
+// Y_k of the unit vector u (already normalised in double by edge_geometry).
+template <class T>
+KOKKOS_INLINE_FUNCTION void sh_values(int L, const T* u, T* Y) {
+  sh_unit_runtime_l<T>(L, u[0], u[1], u[2], Y);
+}
+
+// dY[k][a] = dY_k / du_a, treating the three unit-vector components as independent (the caller projects
+// onto the tangent plane and divides by |r|); dual numbers seeded with the identity.
+template <class T>
+KOKKOS_INLINE_FUNCTION void sh_gradient(int L, const T* u, T (*dY)[3]) {
+  using D3 = kernels::Dual3<T>;
+  D3 Yd[kernels::num_sh(3)];
+  sh_unit_runtime_l<D3>(L, D3(u[0], 1, 0, 0), D3(u[1], 0, 1, 0), D3(u[2], 0, 0, 1), Yd);
+  for (int k = 0; k < kernels::num_sh(L); ++k)
+    for (int a = 0; a < 3; ++a) dY[k][a] = Yd[k].d[a];
 }
 
 // Per-edge geometry and basis; derivatives only when requested.

@@ -1,5 +1,6 @@
 // pair_style batmobile: LAMMPS glue around the Kokkos C++ model (src/model). See pair_batmobile.h.
 #include "pair_batmobile.h"
+#include "pair_batmobile_common.h"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -269,7 +270,7 @@ void PairBatmobile::compute(int eflag, int vflag)
 
   Impl &I = *impl;
   auto &g = I.graph;
-  auto grow = [](size_t n) { return n + n / 5 + 16; };
+  const auto grow = batmobile_pair::grow_capacity;
   if (g.x.extent(0) < static_cast<size_t>(nall)) {
     g.x = decltype(g.x)("bm_x", grow(nall));
     g.species = decltype(g.species)("bm_species", grow(nall));
@@ -334,25 +335,8 @@ void PairBatmobile::compute(int eflag, int vflag)
   g.n_local = nlocal;
   g.n_all = nall;
 
+  batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile");
   auto &res = I.results;
-  if (eflag_atom) {
-    if (res.eatom.extent(0) < static_cast<size_t>(nlocal)) res.eatom = decltype(res.eatom)("bm_eatom", grow(nlocal));
-  } else {
-    res.eatom = decltype(res.eatom)();
-  }
-  if (vflag_atom) {
-    if (res.vatom.extent(0) < static_cast<size_t>(nall)) res.vatom = decltype(res.vatom)("bm_vatom", grow(nall));
-  } else {
-    res.vatom = decltype(res.vatom)();
-  }
-  try {
-    if (single_precision)
-      I.model_f->compute(g, I.exchange_f.get(), res);
-    else
-      I.model_d->compute(g, I.exchange_d.get(), res);
-  } catch (const std::exception &e) {
-    error->one(FLERR, "pair_style batmobile: {}", e.what());
-  }
 
   for (int n = 0; n < nall; ++n)
     if (g.species(n) >= 0)

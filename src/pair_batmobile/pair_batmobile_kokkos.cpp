@@ -1,5 +1,6 @@
 // pair_style batmobile/kk: see pair_batmobile_kokkos.h.
 #include "pair_batmobile_kokkos.h"
+#include "pair_batmobile_common.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -168,7 +169,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
 
   KKImpl &I = *kk;
   auto &g = I.graph;
-  auto grow = [](size_t n) { return n + n / 5 + 16; };
+  const auto grow = batmobile_pair::grow_capacity;
   if (g.x.extent(0) < static_cast<size_t>(nall)) {
     g.x = decltype(g.x)("bm_x", grow(nall));
     g.species = decltype(g.species)("bm_species", grow(nall));
@@ -242,25 +243,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_local = nlocal;
   g.n_all = nall;
 
+  batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
   auto &res = I.results;
-  if (eflag_atom) {
-    if (res.eatom.extent(0) < static_cast<size_t>(nlocal)) res.eatom = decltype(res.eatom)("bm_eatom", grow(nlocal));
-  } else {
-    res.eatom = decltype(res.eatom)();
-  }
-  if (vflag_atom) {
-    if (res.vatom.extent(0) < static_cast<size_t>(nall)) res.vatom = decltype(res.vatom)("bm_vatom", grow(nall));
-  } else {
-    res.vatom = decltype(res.vatom)();
-  }
-  try {
-    if (single_precision)
-      I.model_f->compute(g, I.exchange_f.get(), res);
-    else
-      I.model_d->compute(g, I.exchange_d.get(), res);
-  } catch (const std::exception &e) {
-    error->one(FLERR, "pair_style batmobile/kk: {}", e.what());
-  }
 
   auto rf = res.f;
   Kokkos::parallel_for(

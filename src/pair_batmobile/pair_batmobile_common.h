@@ -1,0 +1,53 @@
+/* -*- c++ -*- ----------------------------------------------------------
+   Per-step code shared by pair_style batmobile (host) and batmobile/kk (Kokkos device): growth policy of
+   the reused buffers and the model call. No style macro here: not a style header.
+------------------------------------------------------------------------- */
+#ifndef LMP_PAIR_BATMOBILE_COMMON_H
+#define LMP_PAIR_BATMOBILE_COMMON_H
+
+#include <cstddef>
+#include <exception>
+
+#include "error.h"
+
+namespace LAMMPS_NS {
+namespace batmobile_pair {
+
+// Buffers grow with 20% headroom so that small changes in atom or edge counts do not reallocate every step.
+inline size_t grow_capacity(size_t n) { return n + n / 5 + 16; }
+
+// Sizes the per-atom outputs for this step (allocated views tell the model to fill them, empty ones to skip
+// them), then runs the model in the chosen precision. Model errors become a LAMMPS error on this rank:
+// "pair_style <style_name>: <what>". ImplT is the style's implementation struct (model_d/model_f,
+// exchange_d/exchange_f, graph, results).
+template <class ImplT>
+void run_model(ImplT &I, bool single_precision, int eflag_atom, int vflag_atom, int nlocal, int nall,
+               Error *error, const char *style_name)
+{
+  auto &res = I.results;
+  if (eflag_atom) {
+    if (res.eatom.extent(0) < static_cast<size_t>(nlocal))
+      res.eatom = decltype(res.eatom)("bm_eatom", grow_capacity(nlocal));
+  } else {
+    res.eatom = decltype(res.eatom)();
+  }
+  if (vflag_atom) {
+    if (res.vatom.extent(0) < static_cast<size_t>(nall))
+      res.vatom = decltype(res.vatom)("bm_vatom", grow_capacity(nall));
+  } else {
+    res.vatom = decltype(res.vatom)();
+  }
+  try {
+    if (single_precision)
+      I.model_f->compute(I.graph, I.exchange_f.get(), res);
+    else
+      I.model_d->compute(I.graph, I.exchange_d.get(), res);
+  } catch (const std::exception &e) {
+    error->one(FLERR, "pair_style {}: {}", style_name, e.what());
+  }
+}
+
+}    // namespace batmobile_pair
+}    // namespace LAMMPS_NS
+
+#endif
