@@ -8,7 +8,11 @@ import torch
 
 from .neighbors import neighbor_list, wrap_positions
 
-DEFAULT_ROOT = "/work/shared/data/water/dft_train"
+# The shared DFT water frames are bundled in the repository (data/water, see its README for source and licence);
+# BATMOBILE_WATER_DATA points elsewhere.
+DEFAULT_ROOT = os.environ.get(
+    "BATMOBILE_WATER_DATA",
+    os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "water", "dft_train")))
 TRAIN_SETS = ("data_0/set.000", "data_1/set.000", "data_1/set.001")
 VALIDATION_SETS = ("data_2/set.000",)
 

@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Trains the bundled water potential on a GPU machine, exports it and writes its model card.
 #   scripts/gpu/train_gpu.sh OUTDIR [MINUTES] [extra batmobile.train options...]
-# Data: $BATMOBILE_WATER_DATA, else .carry/data/water/dft_train (carried), else ../shared/data/water/dft_train.
+# Data: $BATMOBILE_WATER_DATA, else the bundled data/water/dft_train.
 # Writes OUTDIR/{water_dft.pt, water_dft.json, parity_energy.png, parity_forces.png, train_log.txt, checkpoint.pt}.
 set -euo pipefail
 OUT=$(mkdir -p "${1:?usage: train_gpu.sh OUTDIR [MINUTES]}" && cd "$1" && pwd); shift
 MIN=${1:-8}; shift || true
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${BATMOBILE_WATER_DATA:-}
-for d in "$ROOT/.carry/data/water/dft_train" "$ROOT/../shared/data/water/dft_train"; do
-  [ -n "$DATA" ] || { [ -d "$d" ] && DATA=$d; }
-done
+DATA=${DATA:-$ROOT/data/water/dft_train}
 PY=${BATMOBILE_PYTHON:-python3}
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 RUN=$OUT/run

@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.environ.get("BATMOBILE_SHARED_DATA", os.path.join(HERE, "..", "..", "..", "..", "shared", "data"))
+SHARED = os.environ.get("BATMOBILE_SHARED_DATA", os.path.join(HERE, "..", "..", "..", "data"))  # bundled data/water
 
 
 def read_rdf_blocks(path):
