@@ -81,6 +81,18 @@ KOKKOS_INLINE_FUNCTION constexpr int out_index(int L, bool /*all*/, int l3, int 
 
 KOKKOS_INLINE_FUNCTION constexpr int num_out(int L, bool all) { return all ? 2 * num_sh(L) : num_sh(L); }
 
+// Each atom's share of one edge's virial: half of the symmetrised tally -(r (x) g + g (x) r) / 2 (g = dE/dr),
+// added to acc6 in LAMMPS order xx, yy, zz, xy, xz, yz. The single definition of the per-atom virial convention.
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_half_edge_virial(double* acc6, const T* r, const T* g) {
+  acc6[0] += -0.5 * double(r[0]) * g[0];
+  acc6[1] += -0.5 * double(r[1]) * g[1];
+  acc6[2] += -0.5 * double(r[2]) * g[2];
+  acc6[3] += -0.25 * (double(r[0]) * g[1] + double(r[1]) * g[0]);
+  acc6[4] += -0.25 * (double(r[0]) * g[2] + double(r[2]) * g[0]);
+  acc6[5] += -0.25 * (double(r[1]) * g[2] + double(r[2]) * g[1]);
+}
+
 template <class F, int... I>
 KOKKOS_FORCEINLINE_FUNCTION void static_for_impl(F& f, std::integer_sequence<int, I...>) {
   (f(std::integral_constant<int, I>{}), ...);

@@ -86,12 +86,7 @@ struct ConvEdgeWeights {
 
   KOKKOS_INLINE_FUNCTION static void tally(double* acc, const T* r, const T* gr, double sign) {
     for (int b = 0; b < 3; ++b) acc[b] += sign * gr[b];
-    acc[3] += -0.5 * double(r[0]) * gr[0];
-    acc[4] += -0.5 * double(r[1]) * gr[1];
-    acc[5] += -0.5 * double(r[2]) * gr[2];
-    acc[6] += -0.25 * (double(r[0]) * gr[1] + double(r[1]) * gr[0]);
-    acc[7] += -0.25 * (double(r[0]) * gr[2] + double(r[2]) * gr[0]);
-    acc[8] += -0.25 * (double(r[1]) * gr[2] + double(r[2]) * gr[1]);
+    add_half_edge_virial(acc + 3, r, gr);
   }
 
   KOKKOS_INLINE_FUNCTION void finish(const member& team, const scratch& part, int n) const {

@@ -415,13 +415,7 @@ struct InteractionKernel {
   }
 
   KOKKOS_INLINE_FUNCTION static void tally_virial(double* acc, const T* r, const T* gr) {
-    // half of the symmetrised per-edge virial -(r (x) g + g (x) r) / 2 goes to each atom of the pair
-    acc[3] += -0.5 * double(r[0]) * gr[0];
-    acc[4] += -0.5 * double(r[1]) * gr[1];
-    acc[5] += -0.5 * double(r[2]) * gr[2];
-    acc[6] += -0.25 * (double(r[0]) * gr[1] + double(r[1]) * gr[0]);
-    acc[7] += -0.25 * (double(r[0]) * gr[2] + double(r[2]) * gr[0]);
-    acc[8] += -0.25 * (double(r[1]) * gr[2] + double(r[2]) * gr[1]);
+    add_half_edge_virial(acc + 3, r, gr);
   }
 
   // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj).

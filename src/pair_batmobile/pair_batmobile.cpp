@@ -50,12 +50,7 @@ class LammpsExchange : public batmobile::GhostExchange<T, HostExec> {
 
  private:
   void target(FeatureView v) {
-    pair_->comm_target = PairBatmobile::CommTarget();
-    pair_->comm_target.width = static_cast<int>(v.extent(1));
-    if constexpr (std::is_same<T, double>::value)
-      pair_->comm_target.d = v.data();
-    else
-      pair_->comm_target.f = v.data();
+    pair_->comm_target.point_to(v.data(), static_cast<int>(v.extent(1)));
   }
   PairBatmobile *pair_;
   LAMMPS *lmp_;

@@ -48,6 +48,8 @@ class PairBatmobile : public Pair {
     double *d = nullptr;
     float *f = nullptr;
     int width = 0;
+    void point_to(double *p, int w) { *this = CommTarget(); d = p; width = w; }
+    void point_to(float *p, int w) { *this = CommTarget(); f = p; width = w; }
   };
   CommTarget comm_target;
 

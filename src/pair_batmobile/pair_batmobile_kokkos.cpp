@@ -49,12 +49,7 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
  private:
   template <class V>
   void target(V v) {
-    pair_->comm_target = PairBatmobile::CommTarget();
-    pair_->comm_target.width = static_cast<int>(v.extent(1));
-    if constexpr (std::is_same<T, double>::value)
-      pair_->comm_target.d = v.data();
-    else
-      pair_->comm_target.f = v.data();
+    pair_->comm_target.point_to(v.data(), static_cast<int>(v.extent(1)));
   }
   // CommKokkos sends a device pair through its device pack path; our buffers are host mirrors, so the
   // communication is done as for a host pair (CommBrick path with host pack/unpack).
