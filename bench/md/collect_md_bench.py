@@ -2,7 +2,7 @@
 """Collects the LAMMPS MD benchmark (run_md_bench.sh) and times the PyTorch reference model on the same boxes.
 
 usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N]
-RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB" (one per case, from run_md_bench.sh).
+RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per case, from run_md_bench.sh).
 The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
 replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
 """
@@ -87,16 +87,16 @@ def main():
         pass
     cases, max_ok = [], 0
     for line in open(a.raw):
-        n, rc, sps, peak, base = line.split()
+        n, rc, sps, peak, base, prec = line.split()
         n, rc = int(n), int(rc)
         sps = float(sps) if sps != "nan" else None
-        case = {"atoms": n, "exit_code": rc, "steps_per_second": sps,
+        case = {"atoms": n, "precision": prec, "exit_code": rc, "steps_per_second": sps,
                 "atom_steps_per_second": sps * n if sps else None,
                 "peak_device_bytes": int(float(peak) * 2**20) if float(peak) > 0 else None,
                 "baseline_device_bytes": int(float(base) * 2**20), "reference_steps_per_second": None}
         if rc == 0 and sps:
             max_ok = max(max_ok, n)
-        if n in reps and n <= a.reference_max_atoms:
+        if n in reps and n <= a.reference_max_atoms and prec == "single":  # reference runs float32
             try:
                 case["reference_steps_per_second"] = reference_steps_per_second(a.potential, *replicate(x, types, box, reps[n]))
             except Exception as e:  # out of memory is a result, not a crash

@@ -1,31 +1,42 @@
 #!/usr/bin/env bash
-# MD throughput on one GPU: replicated water boxes with `-k on g 1 -sf kk`, plus the PyTorch reference model
-# on the same GPU for the ratio. Writes OUTDIR/md_h200.json (also copied to bench/results/md_h200.json).
+# MD throughput on one GPU: replicated 216-water boxes with `-k on g 1 -sf kk`, plus the PyTorch reference model
+# on the same GPU for the ratio. Writes OUTDIR/md_h200.json.
 # usage: bench/md/run_md_bench.sh LMP_BINARY POTENTIAL OUTDIR
+# Environment:
+#   BATMOBILE_MD_CASES   space-separated atoms:rx:ry:rz:steps:precision (default below)
+#   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
+#   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
+#   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
-[ -f "$DATA" ] || DATA=$ROOT/../shared/data/water/reference/water216_start.lmp
 mkdir -p "$OUT"
-# name:rx:ry:rz:steps  (648 atoms; 10,368; 97,200; then larger boxes to find what fits on one GPU)
-CASES="648:1:1:1:500 10368:2:2:4:200 97200:5:5:6:50 1049760:15:12:9:5 2099520:18:15:12:3"
+# 648 atoms in both precisions; 10,368; 97,200; then ~1.05e6 atoms to show what fits on one GPU
+CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
+GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
+CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
+read -r -a ACCEL <<<"${LMP_ARGS:--k on g 1 -sf kk -pk kokkos newton on neigh half}"
+smi() { nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits "$@" 2>/dev/null; }
 results=()
 for c in $CASES; do
-  IFS=: read -r n rx ry rz ns <<<"$c"
-  log=$OUT/md_${n}.log
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/mem_${n}.txt" 2>/dev/null &
-  smi=$!
-  base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n1)
-  echo "[md-bench] $n atoms ($rx x $ry x $rz), $ns steps"
-  timeout 240 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -log "$log" -screen none \
-     -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5
+  IFS=: read -r n rx ry rz ns prec <<<"$c"
+  tag=${n}_${prec}
+  log=$OUT/md_${tag}.log
+  base=$(smi | head -n1)
+  smi -lms 200 > "$OUT/mem_${tag}.txt" &
+  mon=$!
+  echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
+  timeout "$CASE_TIMEOUT" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
+     -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 \
+     -var prec "$prec"
   rc=$?
-  kill $smi 2>/dev/null; wait $smi 2>/dev/null
-  peak=$(sort -n "$OUT/mem_${n}.txt" | tail -n1)
+  kill $mon 2>/dev/null; wait $mon 2>/dev/null
+  peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)
   sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" 2>/dev/null | tail -n1 | cut -d' ' -f1)
-  results+=("$n $rc ${sps:-nan} ${peak:-0} ${base:-0}")
-  [ $rc -eq 0 ] || echo "[md-bench] $n atoms failed (rc=$rc)"
+  results+=("$n $rc ${sps:-nan} ${peak:-0} ${base:-0} $prec")
+  echo "[md-bench] $n atoms $prec: rc=$rc ${sps:-?} steps/s, peak ${peak:-?} MiB"
+  [ $rc -eq 0 ] || tail -n 5 "$log" 2>/dev/null
 done
 printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
-python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json"
+timeout 300 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json"

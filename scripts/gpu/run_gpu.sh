@@ -3,7 +3,10 @@
 #   scripts/gpu/run_gpu.sh OUTDIR
 # Unpacks and patches the sources, builds LAMMPS + KOKKOS(CUDA, HOPPER90) + Batmobile styles and plugin, builds
 # the stand-alone project (kernels, model, tests) against an in-tree CUDA Kokkos, runs ctest (including the
-# LAMMPS harness on the GPU), runs bench/run_gpu_bench.sh if present, and writes logs and summary.txt to OUTDIR.
+# LAMMPS harness on the GPU), the 648-atom NVE water run on the GPU (energy drift, examples/lammps_inputs/water216,
+# mode nve, single-precision kernels), a short MD throughput probe (bench/md; BATMOBILE_GPU_MD_CASES, default
+# 648 + 10,368 atoms) and the kernel benchmark bench/run_gpu_bench.sh; logs + summary.txt go to OUTDIR.
+# BATMOBILE_GPU_SKIP: space-separated step names not to run (e.g. "water_nve bench").
 # Every step runs even when an earlier one failed (where it can); a step that would overrun the overall
 # deadline (BATMOBILE_GPU_DEADLINE_S, default 570 s) is cut short by `timeout`. Exit status: 0 if all passed.
 set -uo pipefail
@@ -23,6 +26,7 @@ left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 declare -a SUMMARY
 step() {  # step NAME MAX_SECONDS COMMAND...: runs COMMAND with a timeout, logs to OUT/NAME.log, records rc
   local name=$1 max=$2; shift 2
+  if [[ " ${BATMOBILE_GPU_SKIP:-} " == *" $name "* ]]; then SUMMARY+=("$name: skipped (BATMOBILE_GPU_SKIP)"); return 0; fi
   local budget; budget=$(left)
   [ "$budget" -gt "$max" ] && budget=$max
   if [ "$budget" -le 5 ]; then SUMMARY+=("$name: SKIPPED (no time left)"); return 1; fi
@@ -65,6 +69,12 @@ if ! step configure_tests 90 bash -c 'configure_tests'; then
 fi
 step build_tests 240 cmake --build "$B" -j "$BATMOBILE_JOBS" -- -k 0
 step ctest 180 ctest --test-dir "$B" --output-on-failure --timeout 120 --output-junit "$OUT/ctest.xml"
+
+export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_DEVICE_NAME="$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+KK_GPU=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
+step water_nve 240 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/water_nve" nve "${KK_GPU[@]}" -var prec single
+export BATMOBILE_MD_CASES=${BATMOBILE_GPU_MD_CASES:-"648:1:1:1:1000:single 10368:2:2:4:100:single"}
+step md_probe 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md_probe"
 
 if [ -x bench/run_gpu_bench.sh ]; then
   export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_LAMMPS_BUILD=$LAMMPS_BUILD BATMOBILE_TEST_BUILD=$B
