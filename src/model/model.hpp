@@ -114,7 +114,7 @@ class Model {
   FeatureView dh_, dh_prev_, dm_, do_;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
-  Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_;
+  Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_, send_fill_;
   std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> rcache_;  // per layer (n_edges, 2PC), reference backend
 };
 

@@ -182,13 +182,16 @@ IndexMapGhostExchange<T, ExecSpace>::IndexMapGhostExchange(int n_local, const st
   Kokkos::deep_copy(ghost_list_, h_list);
 }
 
+// Row-copy kernels over flat (row, feature) indices so that neighbouring GPU threads touch neighbouring features.
 template <class T, class ExecSpace>
 void IndexMapGhostExchange<T, ExecSpace>::forward(FeatureView h) {
   auto owner = owner_;
-  const int nl = n_local_, width = static_cast<int>(h.extent(1));
+  const int nl = n_local_, width = static_cast<int>(h.extent(1)), ng = static_cast<int>(owner.extent(0));
+  if (ng == 0) return;
   Kokkos::parallel_for(
-      "bm_ghost_forward", Kokkos::RangePolicy<ExecSpace>(0, owner.extent(0)), KOKKOS_LAMBDA(int g) {
-        for (int x = 0; x < width; ++x) h(nl + g, x) = h(owner(g), x);
+      "bm_ghost_forward", Kokkos::RangePolicy<ExecSpace>(0, ng * width), KOKKOS_LAMBDA(int n) {
+        const int g = n / width, x = n % width;
+        h(nl + g, x) = h(owner(g), x);
       });
 }
 
@@ -196,17 +199,16 @@ template <class T, class ExecSpace>
 void IndexMapGhostExchange<T, ExecSpace>::reverse(FeatureView dh) {
   auto off = ghost_offsets_;
   auto list = ghost_list_;
-  const int nl = n_local_, width = static_cast<int>(dh.extent(1));
+  const int nl = n_local_, width = static_cast<int>(dh.extent(1)), ng = static_cast<int>(list.extent(0));
+  if (ng == 0) return;
   Kokkos::parallel_for(
-      "bm_ghost_reverse", Kokkos::RangePolicy<ExecSpace>(0, nl), KOKKOS_LAMBDA(int i) {
-        for (int q = off(i); q < off(i + 1); ++q)
-          for (int x = 0; x < width; ++x) dh(i, x) += dh(nl + list(q), x);
+      "bm_ghost_reverse", Kokkos::RangePolicy<ExecSpace>(0, nl * width), KOKKOS_LAMBDA(int n) {
+        const int i = n / width, x = n % width;
+        for (int q = off(i); q < off(i + 1); ++q) dh(i, x) += dh(nl + list(q), x);
       });
-  const int ng = static_cast<int>(list.extent(0));
   Kokkos::parallel_for(
-      "bm_ghost_reverse_zero", Kokkos::RangePolicy<ExecSpace>(0, ng), KOKKOS_LAMBDA(int g) {
-        for (int x = 0; x < width; ++x) dh(nl + g, x) = 0;
-      });
+      "bm_ghost_reverse_zero", Kokkos::RangePolicy<ExecSpace>(0, ng * width),
+      KOKKOS_LAMBDA(int n) { dh(nl + n / width, n % width) = 0; });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -403,6 +405,7 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   need1(edge_recv_, n_edges, "bm_edge_recv");
   need1(send_offsets_, n_all + 1, "bm_send_offsets");
   need1(send_edges_, n_edges, "bm_send_edges");
+  need1(send_fill_, n_all, "bm_send_fill");
 }
 
 template <class T, class ExecSpace>
@@ -447,14 +450,72 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edge
   });
 }
 
+// Sender-grouped CSR of the receiver-grouped edge list, on the device: edge -> receiver, per-sender offsets and
+// edge ids. Integer counters only (index bookkeeping, not the physics kernels); each sender's segment is then
+// sorted by edge id so the order -- and every floating-point sum over it -- is the same on every run.
+// (A free function: CUDA forbids extended lambdas in private member functions.)
+template <class ExecSpace>
+void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, ExecSpace>& roff,
+                      const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
+                      const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
+                      const Kokkos::View<int*, ExecSpace>& fill) {
+  using Policy = Kokkos::RangePolicy<ExecSpace>;
+  Kokkos::deep_copy(Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "bm_csr_count", Policy(0, nl),
+      KOKKOS_LAMBDA(int i, int& nbad) {
+        for (int e = roff(i); e < roff(i + 1); ++e) {
+          erecv(e) = i;
+          const int j = snd(e);
+          if (j < 0 || j >= na) {
+            ++nbad;
+            continue;
+          }
+          Kokkos::atomic_increment(&soff(j + 1));
+        }
+      },
+      bad);
+  if (bad) throw std::runtime_error("Batmobile model: sender index out of range");
+  Kokkos::parallel_scan(
+      "bm_csr_scan", Policy(0, na + 1), KOKKOS_LAMBDA(int j, int& acc, bool final) {
+        acc += soff(j);
+        if (final) {
+          soff(j) = acc;
+          if (j < na) fill(j) = 0;
+        }
+      });
+  Kokkos::parallel_for(
+      "bm_csr_fill", Policy(0, n_edges), KOKKOS_LAMBDA(int e) {
+        const int j = snd(e);
+        sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
+      });
+  Kokkos::parallel_for(
+      "bm_csr_sort", Policy(0, na), KOKKOS_LAMBDA(int j) {  // insertion sort: segments hold tens of edges
+        for (int a = soff(j) + 1; a < soff(j + 1); ++a) {
+          const int v = sedge(a);
+          int b = a - 1;
+          while (b >= soff(j) && sedge(b) > v) {
+            sedge(b + 1) = sedge(b);
+            --b;
+          }
+          sedge(b + 1) = v;
+        }
+      });
+}
+
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
                                   Results<ExecSpace>& out) {
   using namespace model_detail;
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = graph.n_local, na = graph.n_all;
-  auto h_roff = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), graph.recv_offsets);
-  const int n_edges = nl > 0 ? h_roff(nl) : 0;
+  int n_edges = 0;
+  if (nl > 0) {  // one value: the edge count is the last receiver offset
+    auto last = Kokkos::subview(graph.recv_offsets, nl);
+    auto h_last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), last);
+    n_edges = h_last();
+  }
   n_edges_ = n_edges;
   if (na > nl && !exchange && d_.T_layers > 1)
     throw std::runtime_error("Batmobile model: ghost atoms with more than one layer need a GhostExchange");
@@ -467,29 +528,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-
-  // Sender-grouped CSR (deterministic order: by edge id), built on the host once per call.
-  {
-    auto h_snd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), snd);
-    auto h_recv = Kokkos::create_mirror_view(edge_recv_);
-    auto h_soff = Kokkos::create_mirror_view(send_offsets_);
-    auto h_sedge = Kokkos::create_mirror_view(send_edges_);
-    for (int i = 0; i <= na; ++i) h_soff(i) = 0;
-    for (int i = 0; i < nl; ++i)
-      for (int e = h_roff(i); e < h_roff(i + 1); ++e) {
-        h_recv(e) = i;
-        const int j = h_snd(e);
-        if (j < 0 || j >= na) throw std::runtime_error("Batmobile model: sender index out of range");
-        ++h_soff(j + 1);
-      }
-    for (int j = 0; j < na; ++j) h_soff(j + 1) += h_soff(j);
-    std::vector<int> fill(na);
-    for (int j = 0; j < na; ++j) fill[j] = h_soff(j);
-    for (int e = 0; e < n_edges; ++e) h_sedge(fill[h_snd(e)]++) = e;
-    Kokkos::deep_copy(edge_recv_, h_recv);
-    Kokkos::deep_copy(send_offsets_, h_soff);
-    Kokkos::deep_copy(send_edges_, h_sedge);
-  }
+  build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_);
   auto erecv = edge_recv_;
   auto soff = send_offsets_;
   auto sedge = send_edges_;
@@ -673,8 +712,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             }
           }
         });
-    // always: the LAMMPS exchange is collective, a rank without ghosts must still take part
-    if (exchange) exchange->forward(hn);
+    // Ghost features of the last layer's output are never read (the readout is per local atom), so the
+    // exchange after it is skipped. Every rank takes the same branch: the LAMMPS exchange is collective.
+    if (exchange && t + 1 < md.T_layers) exchange->forward(hn);
   }
 
   // ------------------------------------------------------------------ readout and its adjoint

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 #include "atom_kokkos.h"
 #include "atom_masks.h"
@@ -66,13 +68,28 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
 
 }    // namespace
 
+// The ghost exchange in use: on one MPI rank every ghost is a periodic image of an owned atom, so features are
+// copied on the device through an image -> owner map (rebuilt when LAMMPS re-neighbours); on several ranks LAMMPS's
+// pair communication moves them through host buffers.
+template <class T, class Exec>
+struct ExchangeChoice {
+  std::unique_ptr<KokkosLammpsExchange<T, Exec>> comm;
+  std::unique_ptr<batmobile::IndexMapGhostExchange<T, Exec>> images;
+  batmobile::GhostExchange<T, Exec> *get() const
+  {
+    if (images) return images.get();
+    return comm.get();
+  }
+};
+
 template <class DeviceType>
 struct PairBatmobileKokkos<DeviceType>::KKImpl {
   using Exec = typename DeviceType::execution_space;
   std::unique_ptr<batmobile::Model<double, Exec>> model_d;
   std::unique_ptr<batmobile::Model<float, Exec>> model_f;
-  std::unique_ptr<KokkosLammpsExchange<double, Exec>> exchange_d;
-  std::unique_ptr<KokkosLammpsExchange<float, Exec>> exchange_f;
+  ExchangeChoice<double, Exec> exchange_d;
+  ExchangeChoice<float, Exec> exchange_f;
+  int images_nlocal = -1, images_nall = -1;  // the atom counts the image map was built for
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
   Kokkos::View<int *, Exec> type_species, count;
@@ -112,8 +129,11 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
   else
     kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf, backend);
-  kk->exchange_d = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp);
-  kk->exchange_f = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp);
+  kk->exchange_d.comm = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp);
+  kk->exchange_f.comm = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp);
+  kk->exchange_d.images.reset();
+  kk->exchange_f.images.reset();
+  kk->images_nlocal = kk->images_nall = -1;
 }
 
 template <class DeviceType>
@@ -238,6 +258,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_local = nlocal;
   g.n_all = nall;
 
+  if (comm->nprocs == 1) update_image_exchange(nlocal, nall);
   batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
   auto &res = I.results;
 
@@ -269,6 +290,37 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     k_vatom.template sync<LMPHostType>();
   }
   atomKK->modified(execution_space, F_MASK);
+}
+
+// One rank: ghost n is an image of the owned atom with the same tag. The map only changes when LAMMPS rebuilds
+// its ghost lists, i.e. at re-neighbouring.
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::update_image_exchange(int nlocal, int nall)
+{
+  KKImpl &I = *kk;
+  if (neighbor->ago != 0 && I.images_nlocal == nlocal && I.images_nall == nall &&
+      (I.exchange_d.images || I.exchange_f.images))
+    return;
+  atomKK->sync(Host, TAG_MASK);
+  const tagint *tag = atom->tag;
+  std::unordered_map<tagint, int> owned;
+  owned.reserve(2 * static_cast<size_t>(nlocal));
+  for (int i = 0; i < nlocal; ++i) owned[tag[i]] = i;
+  std::vector<int> owner(nall - nlocal);
+  for (int n = nlocal; n < nall; ++n) {
+    auto it = owned.find(tag[n]);
+    if (it == owned.end())
+      error->one(FLERR, "pair_style batmobile/kk: ghost atom with tag {} has no owned atom on this single rank",
+                 tag[n]);
+    owner[n - nlocal] = it->second;
+  }
+  using Exec = typename KKImpl::Exec;
+  if (single_precision)
+    I.exchange_f.images = std::make_unique<batmobile::IndexMapGhostExchange<float, Exec>>(nlocal, owner);
+  else
+    I.exchange_d.images = std::make_unique<batmobile::IndexMapGhostExchange<double, Exec>>(nlocal, owner);
+  I.images_nlocal = nlocal;
+  I.images_nall = nall;
 }
 
 namespace LAMMPS_NS {

@@ -2,7 +2,8 @@
    pair_style batmobile/kk (/kk/device, /kk/host): the Batmobile model on a Kokkos device. Positions, types and
    the full Kokkos neighbour list stay on DeviceType; the receiver-grouped edge list is built there, the model
    runs there, and forces/eatom/vatom are written into LAMMPS's device views. Node features of ghosts are
-   exchanged between layers through host buffers (forward/reverse pair communication).
+   exchanged between layers on the device through an image -> owner map on one MPI rank, and through LAMMPS's
+   forward/reverse pair communication (host buffers) on several ranks.
 ------------------------------------------------------------------------- */
 #ifdef PAIR_CLASS
 // clang-format off
@@ -35,6 +36,7 @@ class PairBatmobileKokkos : public PairBatmobile {
 
  protected:
   void build_models(const batmobile::ModelFile &file) override;
+  void update_image_exchange(int nlocal, int nall);
   std::unique_ptr<KKImpl> kk;
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;
