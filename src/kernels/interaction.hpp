@@ -15,23 +15,28 @@
 //   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors.
 //   make_layer_params() builds it from host arrays in the model-file shapes.
 //
-// Kernels (tagged functors; one team per atom, one thread per channel on GPUs / one thread looping over channels
-// on host back-ends). Edges are processed in chunks of CH = 16: the team first computes, once per edge, the
-// geometry, Bessel basis and the radial MLP hidden layer into team scratch (shared by all channels); then every
-// channel computes its own radial-MLP outputs, SH, CG products and logit in registers. No per-edge tensor goes
-// to global memory:
+// Kernels (tagged functors; one team per atom; on GPUs team_size = C * S threads, thread tr works on channel
+// c = tr % C and edge slot s = tr / C ("edge split" S >= 1); on host back-ends one thread loops over channels).
+// Edges are processed in chunks of CH = 16: the team first computes, once per edge, the geometry, Bessel basis
+// and the radial MLP hidden layer into team scratch (shared by all channels); then every channel computes its
+// own radial-MLP outputs, SH, CG products and logit in registers; with S > 1, slot s takes the chunk edges
+// t = s (mod S) and the S per-thread partials of a channel are merged in team scratch at the end of the atom, in
+// the fixed order s = 0..S-1 (deterministic). No per-edge tensor goes to global memory:
 //   InteractionKernel::Forward   team i: one pass over the edges of receiver i computes m_i and (ATTN) o_i
 //                                with an online softmax; writes m, o, M, Z once (GPU path; the host path parks
-//                                running sums in m, o between chunks). No atomics.
+//                                running sums in m, o between chunks). No atomics. Edge split: the S softmax
+//                                states (M_s, Z_s, o_s) merge as M = max M_s, Z = sum Z_s e^(M_s - M).
 //   InteractionKernel::RecvAdj   team i: recomputes each edge, dE/dr_ij from gm, go; accumulates the
 //                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
-// 0 = automatic, 1 = one thread per team, C = one thread per channel).
+// 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
+// fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "graph.hpp"
@@ -171,8 +176,23 @@ struct InteractionKernel {
     return ST2::shmem_size(CH, 4) + 2 * ST2::shmem_size(CH, kMaxNB) + 2 * ST2::shmem_size(CH, H) +
            SI1::shmem_size(CH);
   }
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint) {
-    return chunk_bytes(H) + (adjoint ? scratch::shmem_size(C, 9 + dk) : 0) + 512;  // + alignment slack
+  // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
+  KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
+  // Per-team scratch for edge split S (S = 1: host or one thread per channel): chunk, the (C S) rows of adjoint
+  // partials, and the partials of slots 1..S-1 parked for the merge.
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1) {
+    return chunk_bytes(H) + (adjoint ? scratch::shmem_size(size_t(C) * S, 9 + dk) : 0) +
+           (S > 1 ? ST2::shmem_size(size_t(C) * (S - 1), merge_cols(adjoint)) : 0) + 512;  // + alignment slack
+  }
+
+  KOKKOS_INLINE_FUNCTION void check_team_size(int ts) const {
+    if (ts != 1 && (ts < prm.C || ts % prm.C != 0)) Kokkos::abort("batmobile: team size must be 1 or C * S");
+  }
+
+  // Slots s = 1..S-1 park n values (per channel) in rows (s - 1) C + c of buf; after the barrier slot 0 reads them.
+  KOKKOS_INLINE_FUNCTION static void park(const ST2& buf, int C, int c, int slot, int col0, const T* v, int n) {
+    if (slot > 0)
+      for (int x = 0; x < n; ++x) buf((slot - 1) * C + c, col0 + x) = v[x];
   }
 
   KOKKOS_INLINE_FUNCTION Chunk make_chunk(const member& team) const {
@@ -257,20 +277,21 @@ struct InteractionKernel {
     const Chunk ch = make_chunk(team);
     T accm[K], acco[K], run_max, run_z;
     const int ts = team.team_size(), tr = team.team_rank();
-    if (ts < C && ts != 1) Kokkos::abort("batmobile: team size must be 1 or >= C");
-    if (ts >= C) {
-      const int c = tr;
+    check_team_size(ts);
+    if (ts >= C) {  // GPU: thread = (channel c, edge slot sl); slot sl takes the chunk edges t = sl (mod S)
+      const int S = ts / C, c = tr % C, sl = tr / C;
       const int a = c / chead;
+      const ST2 buf = S > 1 ? ST2(team.team_scratch(0), C * (S - 1), merge_cols(false)) : ST2();
       for (int kk = 0; kk < K; ++kk) accm[kk] = acco[kk] = T(0);
       run_max = T(-1e30);
       run_z = T(0);
       for (int start = e0; start < e1; start += CH) {
         const int n = e1 - start < CH ? e1 - start : CH;
         prepare_chunk<false, false>(team, ch, i, start, n);
-        if (c < C)
-          for (int t = 0; t < n; ++t) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
+        for (int t = sl; t < n; t += S) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
       }
-      if (c < C) forward_write(i, c, a, chead, accm, acco, run_max, run_z);
+      if (S > 1) merge_forward(team, buf, S, c, sl, accm, acco, run_max, run_z);
+      if (sl == 0) forward_write(i, c, a, chead, accm, acco, run_max, run_z);
     } else {
       // host (one thread per team): channel loop inside each chunk; the running sums of a channel are parked
       // in m and o between chunks, the per-head softmax state (identical for all channels of a head) in hmax/hz
@@ -351,6 +372,40 @@ struct InteractionKernel {
     } else {
       tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
     }
+  }
+
+  // Slot 0 of channel c absorbs the partials of slots 1..S-1 (in this order): m adds; softmax states rescale to
+  // the common max. A slot that met no edge with u > 0 has run_z = 0, acco = 0 and gets weight exactly 0.
+  KOKKOS_INLINE_FUNCTION void merge_forward(const member& team, const ST2& buf, int S, int c, int sl, T* accm,
+                                            T* acco, T& run_max, T& run_z) const {
+    const T st[2] = {run_max, run_z};
+    park(buf, prm.C, c, sl, 0, accm, K);
+    if (ATTN) {
+      park(buf, prm.C, c, sl, K, acco, K);
+      park(buf, prm.C, c, sl, 2 * K, st, 2);
+    }
+    team.team_barrier();
+    if (sl != 0) return;
+    T mx = run_max;
+    if (ATTN)
+      for (int s = 1; s < S; ++s) {
+        const T ms = buf((s - 1) * prm.C + c, 2 * K);
+        mx = ms > mx ? ms : mx;
+      }
+    const T w0 = run_z > T(0) ? exp(run_max - mx) : T(0);
+    run_z *= w0;
+    for (int kk = 0; kk < K; ++kk) acco[kk] *= w0;
+    for (int s = 1; s < S; ++s) {
+      const int row = (s - 1) * prm.C + c;
+      for (int kk = 0; kk < K; ++kk) accm[kk] += buf(row, kk);
+      if (ATTN) {
+        const T zs = buf(row, 2 * K + 1);
+        const T ws = zs > T(0) ? exp(buf(row, 2 * K) - mx) : T(0);
+        run_z += ws * zs;
+        for (int kk = 0; kk < K; ++kk) acco[kk] += ws * buf(row, K + kk);
+      }
+    }
+    run_max = mx;
   }
 
   KOKKOS_INLINE_FUNCTION void forward_write(int i, int c, int a, int chead, const T* accm, const T* acco, T run_max,
@@ -439,14 +494,15 @@ struct InteractionKernel {
     }
   }
 
-  // Sum the per-channel partials of the team and write the per-atom results.
+  // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
+  // per-atom results.
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const {
     team.team_barrier();
-    const int C = prm.C, chead = C / prm.A, adk = prm.A * prm.dk;
+    const int C = prm.C, chead = C / prm.A, adk = prm.A * prm.dk, S = int(part.extent(0)) / C;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + adk), [&](const int v) {
       if (v < 9) {
         double s = 0;
-        for (int c = 0; c < C; ++c) s += part(c, v);
+        for (int row = 0; row < S * C; ++row) s += part(row, v);
         if (v < 3)
           f(n, v) += s;
         else
@@ -454,7 +510,8 @@ struct InteractionKernel {
       } else if (ATTN) {
         const int a = (v - 9) / prm.dk, e = (v - 9) % prm.dk;
         double s = 0;
-        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(c, 9 + e);
+        for (int sl = 0; sl < S; ++sl)
+          for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + e);
         (sender ? gk : gq)(n, v - 9) = T(s);
       }
     });
@@ -464,14 +521,15 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const {
     const int atom = team.league_rank();
     const int C = prm.C, chead = C / prm.A;
+    const int ts = team.team_size(), tr = team.team_rank();
+    check_team_size(ts);
+    const int S = ts >= C ? ts / C : 1;
     const Chunk ch = make_chunk(team);
-    scratch part(team.team_scratch(0), C, 9 + prm.dk);
+    scratch part(team.team_scratch(0), C * S, 9 + prm.dk);
     const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
     const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
-    const int ts = team.team_size(), tr = team.team_rank();
-    if (ts < C && ts != 1) Kokkos::abort("batmobile: team size must be 1 or >= C");
-    if (ts >= C) {  // GPU: one channel per thread, partials in registers across chunks
-      const int c = tr;
+    if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
+      const int c = tr % C, sl = tr / C;
       double acc[NV];
       for (int v = 0; v < NV; ++v) acc[v] = 0;
       T ghj[K];
@@ -479,13 +537,20 @@ struct InteractionKernel {
       for (int start = s0; start < s1; start += CH) {
         const int n = s1 - start < CH ? s1 - start : CH;
         prepare_chunk<SENDER, true>(team, ch, atom, start, n);
-        if (c < C)
-          for (int t = 0; t < n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+        for (int t = sl; t < n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
       }
-      if (c < C) {
-        if (SENDER)
+      for (int v = 0; v < 9 + prm.dk; ++v) part(tr, v) = acc[v];
+      if (SENDER) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
+        if (S > 1) {
+          const ST2 buf(team.team_scratch(0), C * (S - 1), merge_cols(true));
+          park(buf, C, c, sl, 0, ghj, K);
+          team.team_barrier();
+          if (sl == 0)
+            for (int s = 1; s < S; ++s)
+              for (int kk = 0; kk < K; ++kk) ghj[kk] += buf((s - 1) * C + c, kk);
+        }
+        if (sl == 0)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
-        for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = acc[v];
       }
     } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
       for (int c = 0; c < C; ++c)
@@ -557,14 +622,34 @@ struct InteractionWork {
   }
 };
 
-template <class Exec, class Tag>
-inline Kokkos::TeamPolicy<Exec, Tag> atom_team_policy(int n, int C, size_t scratch, int team_size = 0) {
-  // Host back-ends: one thread per team (channels looped); GPU: one thread per channel. team_size (1 or C)
-  // overrides the choice (tests run the one-thread-per-channel path on OpenMP with it).
-  const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
-  Kokkos::TeamPolicy<Exec, Tag> pol(n, team_size > 0 ? team_size : (host ? 1 : C));
-  if (scratch) pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch));
-  return pol;
+// Team policy of kernel `kern` for n atoms. team_size: 0 = automatic (host back-ends: 1, channels looped; GPU:
+// C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered until the scratch fits scratch_size_max(0) and the
+// team fits team_size_max); 1 or C * S: explicit (tests run the GPU paths on OpenMP with it).
+template <class Tag, class Kern>
+inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(const Kern& kern, int n, bool adjoint,
+                                                                     int team_size = 0) {
+  using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
+  const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk;
+  const bool host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Kern::exec::memory_space>::accessible;
+  const size_t limit = size_t(Pol::scratch_size_max(0));
+  if (team_size == 0 && !host) {
+    const int tmax = Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag());
+    int S = 128 / C > 1 ? 128 / C : 1;
+    while (S > 1 && (C * S > 256 || C * S > tmax || Kern::scratch_bytes(C, H, dk, adjoint, S) > limit)) --S;
+    team_size = C * S;
+  } else if (team_size == 0) {
+    team_size = 1;
+  }
+  if (team_size != 1 && (team_size < C || team_size % C != 0))
+    throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
+  const int S = team_size >= C ? team_size / C : 1;
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S);
+  // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
+  if (!host && bytes > limit)
+    throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
+                                std::to_string(limit) + " B (lower team_size)");
+  return Pol(n, team_size).set_scratch_size(0, Kokkos::PerTeam(bytes));
 }
 
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
@@ -593,8 +678,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   kern.q = work.q;
   kern.k = work.k;
   Kokkos::parallel_for("batmobile::interaction_fwd",
-                       atom_team_policy<exec, typename Kern::Forward>(g.n_recv, prm.C, Kern::scratch_bytes(prm.C, prm.H, prm.dk, false), team_size),
-                       kern);
+                       atom_team_policy<typename Kern::Forward>(kern, g.n_recv, false, team_size), kern);
 }
 
 // Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates gh, f, vatom.
@@ -626,13 +710,10 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
   kern.gk = work.gk;
   kern.f = f;
   kern.vatom = vatom;
-  const size_t sb = Kern::scratch_bytes(prm.C, prm.H, prm.dk, true);
   Kokkos::parallel_for("batmobile::interaction_recv_adj",
-                       atom_team_policy<exec, typename Kern::RecvAdj>(g.n_recv, prm.C, sb, team_size),
-                       kern);
+                       atom_team_policy<typename Kern::RecvAdj>(kern, g.n_recv, true, team_size), kern);
   Kokkos::parallel_for("batmobile::interaction_send_adj",
-                       atom_team_policy<exec, typename Kern::SendAdj>(g.n_total, prm.C, sb, team_size),
-                       kern);
+                       atom_team_policy<typename Kern::SendAdj>(kern, g.n_total, true, team_size), kern);
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for(

@@ -178,6 +178,7 @@ template <class T>
 struct KernelRun {
   Kokkos::View<T***, Kokkos::LayoutRight, Dev> m, o, gh;
   Kokkos::View<double**, Kokkos::LayoutRight, Dev> f, vatom;
+  Kokkos::View<T**, Kokkos::LayoutRight, Dev> M, Z;  // saved softmax state
 };
 
 template <class T, int L>
@@ -203,6 +204,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
   interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work, team_size);
+  out.M = work.M;
+  out.Z = work.Z;
   if (backward) {
     auto gmv = upload(gm, S.n_recv, "gm");
     auto gov = upload(go, S.n_recv, "go");
@@ -221,25 +224,58 @@ double energy(const RefOut& R, const std::vector<double>& gm, const std::vector<
   return E;
 }
 
-template <int L>
-void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0, int team_size = 0) {
-  std::mt19937 rng(seed);
-  const Model M = make_model(L, rng);
-  const System S = make_system(L, M.C, rng, n_recv, n_total, box);
-  const int K = num_sh(L), C = M.C;
-  std::normal_distribution<double> g(0, 1);
-  std::vector<double> gm(size_t(S.n_recv) * K * C), go(gm.size());
-  for (double& v : gm) v = g(rng);
-  for (double& v : go) v = g(rng);
+// Reference outputs and central differences of E = gm.m + go.o (forces on every atom, dE/dh), computed once
+// per system and compared with the kernels for any number of team sizes.
+struct Expected {
+  RefOut ref;
+  std::vector<double> gm, go, fref, ghref;
+  double scale = 0, fscale = 0, gscale = 0;
+};
 
-  const RefOut ref = reference(M, S, S.x, S.h);
-  auto kd = run_kernels<double, L>(M, S, S.x, S.h, gm, go, true, team_size);
-  auto kf = run_kernels<float, L>(M, S, S.x, S.h, gm, go, true, team_size);
+Expected expected(const Model& M, const System& S, std::mt19937& rng) {
+  const int K = num_sh(M.L), C = M.C;
+  std::normal_distribution<double> g(0, 1);
+  Expected E;
+  E.gm.resize(size_t(S.n_recv) * K * C);
+  E.go.resize(E.gm.size());
+  for (double& v : E.gm) v = g(rng);
+  for (double& v : E.go) v = g(rng);
+  E.ref = reference(M, S, S.x, S.h);
+  for (double v : E.ref.m) E.scale = std::max(E.scale, std::fabs(v));
+  for (double v : E.ref.o) E.scale = std::max(E.scale, std::fabs(v));
+  const double eps = 1e-5;
+  E.fref.resize(3 * S.n_total);
+  for (int n = 0; n < S.n_total; ++n)
+    for (int a = 0; a < 3; ++a) {
+      auto xp = S.x, xm = S.x;
+      xp[3 * n + a] += eps;
+      xm[3 * n + a] -= eps;
+      E.fref[3 * n + a] =
+          -(energy(reference(M, S, xp, S.h), E.gm, E.go) - energy(reference(M, S, xm, S.h), E.gm, E.go)) / (2 * eps);
+      E.fscale = std::max(E.fscale, std::fabs(E.fref[3 * n + a]));
+    }
+  E.ghref.resize(S.h.size());
+  for (size_t idx = 0; idx < S.h.size(); ++idx) {
+    auto hp = S.h, hm = S.h;
+    hp[idx] += eps;
+    hm[idx] -= eps;
+    E.ghref[idx] =
+        (energy(reference(M, S, S.x, hp), E.gm, E.go) - energy(reference(M, S, S.x, hm), E.gm, E.go)) / (2 * eps);
+    E.gscale = std::max(E.gscale, std::fabs(E.ghref[idx]));
+  }
+  return E;
+}
+
+template <int L>
+void check_against(const Model& M, const System& S, const Expected& E, int team_size) {
+  SCOPED_TRACE("team_size " + std::to_string(team_size));
+  const int K = num_sh(L), C = M.C;
+  const auto& ref = E.ref;
+  const double scale = E.scale, fscale = E.fscale, gscale = E.gscale;
+  auto kd = run_kernels<double, L>(M, S, S.x, S.h, E.gm, E.go, true, team_size);
+  auto kf = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, team_size);
   auto md = to_host(kd.m), od = to_host(kd.o);
   auto mf = to_host(kf.m), of = to_host(kf.o);
-  double scale = 0;
-  for (double v : ref.m) scale = std::max(scale, std::fabs(v));
-  for (double v : ref.o) scale = std::max(scale, std::fabs(v));
   ASSERT_GT(scale, 1e-3);
   for (int i = 0; i < S.n_recv; ++i)
     for (int k = 0; k < K; ++k)
@@ -253,29 +289,18 @@ void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, 
 
   // forces on every atom (ghost senders included) vs central differences of the reference energy
   auto fd = to_host(kd.f), ff = to_host(kf.f);
-  const double eps = 1e-5;
-  double fscale = 0;
-  std::vector<double> fref(3 * S.n_total);
-  for (int n = 0; n < S.n_total; ++n)
-    for (int a = 0; a < 3; ++a) {
-      auto xp = S.x, xm = S.x;
-      xp[3 * n + a] += eps;
-      xm[3 * n + a] -= eps;
-      fref[3 * n + a] = -(energy(reference(M, S, xp, S.h), gm, go) - energy(reference(M, S, xm, S.h), gm, go)) / (2 * eps);
-      fscale = std::max(fscale, std::fabs(fref[3 * n + a]));
-    }
   ASSERT_GT(fscale, 1e-3);
   for (int n = 0; n < S.n_total; ++n)
     for (int a = 0; a < 3; ++a) {
-      EXPECT_NEAR(fd(n, a), fref[3 * n + a], 2e-7 * fscale) << "atom " << n << " dir " << a;
-      EXPECT_NEAR(ff(n, a), fref[3 * n + a], 1e-3 * fscale) << "float atom " << n << " dir " << a;
+      EXPECT_NEAR(fd(n, a), E.fref[3 * n + a], 2e-7 * fscale) << "atom " << n << " dir " << a;
+      EXPECT_NEAR(ff(n, a), E.fref[3 * n + a], 1e-3 * fscale) << "float atom " << n << " dir " << a;
     }
   // virial: sum of per-atom tallies equals sum_n x_n (x) F_n (translation invariance makes it unique)
   auto vd = to_host(kd.vatom);
   double W[3][3] = {};
   for (int n = 0; n < S.n_total; ++n)
     for (int a = 0; a < 3; ++a)
-      for (int b = 0; b < 3; ++b) W[a][b] += S.x[3 * n + a] * fref[3 * n + b];
+      for (int b = 0; b < 3; ++b) W[a][b] += S.x[3 * n + a] * E.fref[3 * n + b];
   const int ia[6] = {0, 1, 2, 0, 0, 1}, ib[6] = {0, 1, 2, 1, 2, 2};
   for (int v = 0; v < 6; ++v) {
     double s = 0;
@@ -285,22 +310,23 @@ void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, 
   // dE/dh for every atom and component (conv, values, keys and queries)
   auto ghd = to_host(kd.gh);
   auto ghf = to_host(kf.gh);
-  double gscale = 0;
-  std::vector<double> ghref(S.h.size());
-  for (size_t idx = 0; idx < S.h.size(); ++idx) {
-    auto hp = S.h, hm = S.h;
-    hp[idx] += eps;
-    hm[idx] -= eps;
-    ghref[idx] = (energy(reference(M, S, S.x, hp), gm, go) - energy(reference(M, S, S.x, hm), gm, go)) / (2 * eps);
-    gscale = std::max(gscale, std::fabs(ghref[idx]));
-  }
   for (int n = 0; n < S.n_total; ++n)
     for (int k = 0; k < K; ++k)
       for (int c = 0; c < C; ++c) {
         const size_t idx = (size_t(n) * K + k) * C + c;
-        EXPECT_NEAR(ghd(n, k, c), ghref[idx], 2e-7 * gscale) << n << " " << k << " " << c;
-        EXPECT_NEAR(ghf(n, k, c), ghref[idx], 1e-3 * gscale) << n << " " << k << " " << c;
+        EXPECT_NEAR(ghd(n, k, c), E.ghref[idx], 2e-7 * gscale) << n << " " << k << " " << c;
+        EXPECT_NEAR(ghf(n, k, c), E.ghref[idx], 1e-3 * gscale) << n << " " << k << " " << c;
       }
+}
+
+template <int L>
+void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0,
+                               std::vector<int> team_sizes = {0}) {
+  std::mt19937 rng(seed);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng, n_recv, n_total, box);
+  const Expected E = expected(M, S, rng);
+  for (int ts : team_sizes) check_against<L>(M, S, E, ts);
 }
 
 }  // namespace
@@ -311,17 +337,164 @@ TEST(Interaction, ForwardAndAdjointL3) { check_forward_and_adjoint<3>(13); }
 // ~40 neighbours per receiver: several team-shared edge chunks per atom (chunk boundaries, softmax carry-over).
 TEST(Interaction, ForwardAndAdjointManyNeighbours) { check_forward_and_adjoint<1>(14, 4, 44, 3.0); }
 
+// Largest team the back-end runs (on OpenMP: the thread count).
+static int team_size_max() {
+  using Kern = InteractionKernel<double, Dev, 1, true>;
+  Kokkos::TeamPolicy<Dev::execution_space, Kern::RecvAdj> probe(1, 1);
+  return probe.team_size_max(Kern{}, Kokkos::ParallelForTag());
+}
+
 // The one-thread-per-channel code path (used on GPUs) on the host back-end: needs a team size of C = 8, i.e.
 // at least 8 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=8); skipped otherwise.
 TEST(Interaction, TeamPerChannelPath) {
-  using exec = Dev::execution_space;
-  const int C = 8;
-  using Kern = InteractionKernel<double, Dev, 1, true>;
-  Kokkos::TeamPolicy<exec, Kern::RecvAdj> probe(1, 1);
-  const int tmax = probe.team_size_max(Kern{}, Kokkos::ParallelForTag());
+  const int C = 8, tmax = team_size_max();
   if (tmax < C) GTEST_SKIP() << "team_size_max " << tmax << " < C";
-  check_forward_and_adjoint<1>(15, 4, 44, 3.0, C);
-  check_forward_and_adjoint<2>(16, 6, 10, 4.0, C);
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {C});
+  check_forward_and_adjoint<2>(16, 6, 10, 4.0, {C});
+}
+
+// Largest |a - b| over two views of equal shape (rank 2 or 3) and the largest |a|.
+template <class V>
+std::pair<double, double> max_diff(const V& a, const V& b) {
+  auto ha = to_host(a), hb = to_host(b);
+  double d = 0, s = 0;  // LayoutRight: contiguous; extent(2) of a rank-2 view is 1
+  for (size_t x = 0; x < ha.extent(0) * ha.extent(1) * ha.extent(2); ++x) {
+    const double va = double(ha.data()[x]), vb = double(hb.data()[x]);
+    d = std::max(d, std::fabs(va - vb));
+    s = std::max(s, std::fabs(va));
+  }
+  return {d, s};
+}
+
+// Receivers of the edge-split test: 0 and 3 list their neighbours so that only list slots 3 (mod 4), resp.
+// 0 (mod 4), lie inside r_c (with S = 4 or 2 only one edge slot meets edges; receiver 0 spans two chunks),
+// 1 has two edges (fewer than S), 2 has no edge at all, 4 lists every other atom; the last atom is in no edge.
+System split_system(int L, int C, double rc, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0, 8.0);
+  std::normal_distribution<double> g(0, 1);
+  System S;
+  S.n_recv = 5;
+  S.n_total = 26;
+  S.x.resize(3 * S.n_total);
+  for (double& v : S.x) v = u(rng);
+  const double centre[2][3] = {{4.0, 4.0, 4.0}, {4.4, 3.6, 4.3}};
+  for (int a = 0; a < 3; ++a) {
+    S.x[0 + a] = centre[0][a];
+    S.x[9 + a] = centre[1][a];
+  }
+  auto dist = [&](int i, int j) {
+    double d2 = 0;
+    for (int a = 0; a < 3; ++a) d2 += (S.x[3 * j + a] - S.x[3 * i + a]) * (S.x[3 * j + a] - S.x[3 * i + a]);
+    return std::sqrt(d2);
+  };
+  auto add = [&](int i, int j) {
+    S.recv.push_back(i);
+    S.send.push_back(j);
+  };
+  const int last = S.n_total - 1;
+  auto patterned = [&](int i, int phase) {
+    std::vector<int> in, out;
+    for (int j = 0; j < last; ++j)
+      if (j != i) (dist(i, j) < rc ? in : out).push_back(j);
+    for (size_t p = 0;; ++p) {
+      auto& pool = int(p % 4) == phase ? in : out;
+      if (pool.empty()) break;
+      add(i, pool.back());
+      pool.pop_back();
+    }
+  };
+  patterned(0, 3);
+  std::vector<std::pair<double, int>> near1;
+  for (int j = 0; j < last; ++j)
+    if (j != 1) near1.push_back({dist(1, j), j});
+  std::sort(near1.begin(), near1.end());
+  add(1, near1[0].second);
+  add(1, near1[1].second);
+  patterned(3, 0);
+  for (int j = 0; j < last; ++j)
+    if (j != 4) add(4, j);
+  S.h.resize(size_t(S.n_total) * num_sh(L) * C);
+  for (double& v : S.h) v = g(rng);
+  return S;
+}
+
+// The same run with S = 1 and S = 4 agrees to rounding; S = 4 repeats bit for bit; receiver 2 (no edges) gives
+// m = o = 0, M = -1e30, Z = 0 exactly.
+template <class T, int L>
+void compare_split(const Model& M, const System& S, const Expected& E, double tol) {
+  SCOPED_TRACE(sizeof(T) == 4 ? "float" : "double");
+  auto one = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, M.C);
+  auto four = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, 4 * M.C);
+  auto again = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, 4 * M.C);
+  // S = 1 vs S = 4 within tol of the largest |value| (1 at least); a second S = 4 run identical
+  auto expect_split = [&](const auto& s1, const auto& s4, const auto& s4again, const char* what) {
+    const auto ds = max_diff(s1, s4);
+    EXPECT_LE(ds.first, tol * std::max(1.0, ds.second)) << what;
+    EXPECT_EQ(max_diff(s4, s4again).first, 0.0) << what << " repeated";
+  };
+  expect_split(one.m, four.m, again.m, "m");
+  expect_split(one.o, four.o, again.o, "o");
+  expect_split(one.gh, four.gh, again.gh, "gh");
+  expect_split(one.f, four.f, again.f, "f");
+  expect_split(one.vatom, four.vatom, again.vatom, "vatom");
+  expect_split(one.Z, four.Z, again.Z, "Z");
+  EXPECT_EQ(max_diff(one.M, four.M).first, 0.0) << "M (a max over the same logits)";
+  auto mh = to_host(four.m), oh = to_host(four.o);
+  auto Mh = to_host(four.M), Zh = to_host(four.Z);
+  for (int k = 0; k < num_sh(L); ++k)
+    for (int c = 0; c < M.C; ++c) {
+      EXPECT_EQ(mh(2, k, c), T(0));
+      EXPECT_EQ(oh(2, k, c), T(0));
+    }
+  for (int a = 0; a < M.A; ++a) {
+    EXPECT_EQ(Mh(2, a), T(-1e30));
+    EXPECT_EQ(Zh(2, a), T(0));
+    EXPECT_GE(Zh(0, a), T(1));
+  }
+}
+
+// The edge-split GPU path (team_size = C * S: thread = channel + edge slot) on the host back-end: needs teams of
+// 4 C = 32 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=32); skipped otherwise.
+TEST(Interaction, EdgeSplitPath) {
+  using Kern = InteractionKernel<double, Dev, 1, true>;
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  // random graph: several chunks per receiver, softmax carried across chunks and slots
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {2 * C, 4 * C});
+  constexpr int L = 2;
+  std::mt19937 rng(71);
+  const Model M = make_model(L, rng);
+  ASSERT_EQ(M.C, C);
+  const System S = split_system(L, C, M.rc, rng);
+  // premise: receiver 0 spans two chunks and has >= 2 edges inside r_c, all in list slots 3 (mod 4)
+  int n0 = 0, in0 = 0;
+  for (size_t e = 0; e < S.recv.size(); ++e)
+    if (S.recv[e] == 0) {
+      double d2 = 0;
+      for (int a = 0; a < 3; ++a) d2 += std::pow(S.x[3 * S.send[e] + a] - S.x[a], 2);
+      if (std::sqrt(d2) < M.rc) {
+        EXPECT_EQ(n0 % 4, 3);
+        ++in0;
+      }
+      ++n0;
+    }
+  ASSERT_GT(n0, Kern::CH);
+  ASSERT_GE(in0, 2);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {1, C, 2 * C, 4 * C}) check_against<L>(M, S, E, ts);
+  compare_split<double, L>(M, S, E, 1e-12);
+  compare_split<float, L>(M, S, E, 2e-5);
+}
+
+// Explicit team sizes must be 1 or a multiple of C.
+TEST(Interaction, TeamSizeValidation) {
+  constexpr int L = 1;
+  std::mt19937 rng(81);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng, 2, 4, 3.0);
+  auto run = [&](int ts) { run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, ts); };
+  EXPECT_THROW(run(M.C + 1), std::invalid_argument);
+  EXPECT_THROW(run(M.C / 2), std::invalid_argument);
 }
 
 // Rotating all positions rotates m and o with D^l (scalars invariant); translations and edge order change nothing.
