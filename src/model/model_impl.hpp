@@ -1,5 +1,6 @@
 // Template implementation of model.hpp; included by model.cpp (explicit instantiations) only.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -13,11 +14,19 @@ namespace batmobile {
 namespace model_detail {
 
 constexpr double kNormEps = 1e-6;
+constexpr int kNodeTeam = 128;  // GPU threads per atom in the node kernels
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
+
+// Degree l of the spherical-harmonic component k = l^2 + m.
+KOKKOS_INLINE_FUNCTION int degree_of(int k) {
+  int l = 0;
+  while ((l + 1) * (l + 1) <= k) ++l;
+  return l;
+}
 template <class T>
 KOKKOS_INLINE_FUNCTION T silu(T x) { return x * sigmoid(x); }
 template <class T>
@@ -524,6 +533,19 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   const int K = md.K, C = md.C, KC = K * C, L = md.L, A = md.A, dk = md.dk, AD = A * dk, P = md.P;
   const int CperA = C / A;
   const T inv_sqrt_dk = T(1) / Kokkos::Experimental::sqrt(T(dk));
+  // Node (per-atom) kernels: a team per atom; on GPUs kNodeTeam threads share its (component, channel) items,
+  // on host back-ends one thread per team.
+  using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using ScratchT = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const bool on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+  // BATMOBILE_NODE_TEAM overrides the team size (tests run the multi-thread team path on OpenMP with it).
+  const char* team_env = std::getenv("BATMOBILE_NODE_TEAM");
+  const int node_team = team_env ? std::max(1, std::atoi(team_env)) : (on_host ? 1 : kNodeTeam);
+  auto node_policy = [node_team](int n, size_t bytes) {
+    return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
+  };
+  const size_t node_scratch = ScratchT::shmem_size(KC) + 64;
+  const size_t node_adj_scratch = 3 * ScratchT::shmem_size(KC) + ScratchT::shmem_size(std::max(1, L * C)) + 256;
   auto x = graph.x;
   auto species = graph.species;
   auto roff = graph.recv_offsets;
@@ -663,53 +685,58 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             }
         });
     }
+    // Node update of every owned atom: one team per atom, threads over (component, channel) items, stages
+    // separated by team barriers (gates before gated activations, activations before the update, the update
+    // before its RMS norm); the atom's activations live in team scratch.
     Kokkos::parallel_for(
-        "bm_layer_node_forward", Policy(0, nl), KOKKOS_LAMBDA(int i) {
-          // mix and gate
-          T act[kMaxK * kMaxC];
-          for (int o = 0; o < C; ++o) {
-            T z0 = md.w(lb + md.o_b0 + o);
+        "bm_layer_node_forward", node_policy(nl, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
+          const int i = team.league_rank();
+          ScratchT act(team.team_scratch(0), KC);
+          // scalar mix + SiLU, and the gate pre-activations of l >= 1
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + L * C), [&](int n) {
+            const int o = n < C ? n : n - C;
+            const int oW = n < C ? md.o_Wm0 : md.o_Wgm, oV = n < C ? md.o_Wo0 : md.o_Wgo;
+            T z = md.w(lb + (n < C ? md.o_b0 : md.o_bg) + o);
             for (int c = 0; c < C; ++c)
-              z0 += md.w(lb + md.o_Wm0 + o * C + c) * mv(i, c) + md.w(lb + md.o_Wo0 + o * C + c) * ov(i, c);
-            zv(i, o) = z0;
-            act[o] = silu(z0);
-          }
-          for (int o = 0; o < L * C; ++o) {
-            T gm = md.w(lb + md.o_bg + o);
-            for (int c = 0; c < C; ++c)
-              gm += md.w(lb + md.o_Wgm + o * C + c) * mv(i, c) + md.w(lb + md.o_Wgo + o * C + c) * ov(i, c);
-            gamv(i, o) = gm;
-          }
-          for (int l = 1; l <= L; ++l)
-            for (int m = 0; m < 2 * l + 1; ++m) {
-              const int k = l * l + m;
-              for (int o = 0; o < C; ++o) {
-                T zz = 0;
-                for (int c = 0; c < C; ++c)
-                  zz += md.w(lb + md.o_Wm[l] + o * C + c) * mv(i, k * C + c) +
-                        md.w(lb + md.o_Wo[l] + o * C + c) * ov(i, k * C + c);
-                zv(i, k * C + o) = zz;
-                act[k * C + o] = zz * sigmoid(gamv(i, (l - 1) * C + o));
-              }
+              z += md.w(lb + oW + o * C + c) * mv(i, c) + md.w(lb + oV + o * C + c) * ov(i, c);
+            if (n < C) {
+              zv(i, o) = z;
+              act(o) = silu(z);
+            } else {
+              gamv(i, o) = z;
             }
-          // update, residual, RMS norm per l
+          });
+          team.team_barrier();
+          // equivariant mixes of l >= 1, gated
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (K - 1) * C), [&](int n) {
+            const int k = 1 + n / C, o = n % C, l = degree_of(k);
+            T zz = 0;
+            for (int c = 0; c < C; ++c)
+              zz += md.w(lb + md.o_Wm[l] + o * C + c) * mv(i, k * C + c) +
+                    md.w(lb + md.o_Wo[l] + o * C + c) * ov(i, k * C + c);
+            zv(i, k * C + o) = zz;
+            act(k * C + o) = zz * sigmoid(gamv(i, (l - 1) * C + o));
+          });
+          team.team_barrier();
+          // update + residual
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+            const int k = n / C, o = n % C, l = degree_of(k);
+            T v = h(i, n);
+            for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wu[l] + o * C + c) * act(k * C + c);
+            hpv(i, n) = v;
+          });
+          team.team_barrier();
+          // RMS norm per degree l
           for (int l = 0; l <= L; ++l) {
+            const int n0 = l * l * C, n1 = (l + 1) * (l + 1) * C;
             T ss = 0;
-            for (int m = 0; m < 2 * l + 1; ++m) {
-              const int k = l * l + m;
-              for (int o = 0; o < C; ++o) {
-                T v = h(i, k * C + o);
-                for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wu[l] + o * C + c) * act[k * C + c];
-                hpv(i, k * C + o) = v;
-                ss += v * v;
-              }
-            }
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(team, n0, n1), [&](int n, T& acc) { acc += hpv(i, n) * hpv(i, n); }, ss);
             const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
-            rmsv(i, l) = rms;
-            for (int m = 0; m < 2 * l + 1; ++m) {
-              const int k = l * l + m;
-              for (int o = 0; o < C; ++o) hn(i, k * C + o) = hpv(i, k * C + o) * md.w(lb + md.o_gn[l] + o) / rms;
-            }
+            Kokkos::single(Kokkos::PerTeam(team), [&]() { rmsv(i, l) = rms; });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0, n1), [&](int n) {
+              hn(i, n) = hpv(i, n) * md.w(lb + md.o_gn[l] + n % C) / rms;
+            });
           }
         });
     // Ghost features of the last layer's output are never read (the readout is per local atom), so the
@@ -778,65 +805,69 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     Kokkos::deep_copy(dhin, T(0));
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
     Kokkos::parallel_for(
-        "bm_node_adjoint", Policy(0, nl), KOKKOS_LAMBDA(int i) {
-          T dhp[kMaxK * kMaxC], da[kMaxK * kMaxC], dz[kMaxK * kMaxC], dgam[kMaxL * kMaxC];
+        "bm_node_adjoint", node_policy(nl, node_adj_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
+          const int i = team.league_rank();
+          ScratchT dhp(team.team_scratch(0), KC), da(team.team_scratch(0), KC), dz(team.team_scratch(0), KC),
+              dgam(team.team_scratch(0), L * C > 0 ? L * C : 1);
+          // RMS norm, per degree l
           for (int l = 0; l <= L; ++l) {
+            const int n0 = l * l * C, n1 = (l + 1) * (l + 1) * C;
             const T rms = rmsv(i, l);
             T dot = 0;
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
-              for (int c = 0; c < C; ++c) dot += dh(i, k * C + c) * md.w(lb + md.o_gn[l] + c) * hpv(i, k * C + c);
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(team, n0, n1),
+                [&](int n, T& acc) { acc += dh(i, n) * md.w(lb + md.o_gn[l] + n % C) * hpv(i, n); }, dot);
             const T coef = dot / (T((2 * l + 1) * C) * rms * rms * rms);
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
-              for (int c = 0; c < C; ++c)
-                dhp[k * C + c] = md.w(lb + md.o_gn[l] + c) * dh(i, k * C + c) / rms - hpv(i, k * C + c) * coef;
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0, n1), [&](int n) {
+              const T v = md.w(lb + md.o_gn[l] + n % C) * dh(i, n) / rms - hpv(i, n) * coef;
+              dhp(n) = v;
+              dhin(i, n) = v;  // residual
+            });
           }
-          for (int x_ = 0; x_ < KC; ++x_) dhin(i, x_) = dhp[x_];
-          for (int l = 0; l <= L; ++l)
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
-              for (int c = 0; c < C; ++c) {
-                T acc = 0;
-                for (int o = 0; o < C; ++o) acc += md.w(lb + md.o_Wu[l] + o * C + c) * dhp[k * C + o];
-                da[k * C + c] = acc;
-              }
-          for (int c = 0; c < C; ++c) dz[c] = da[c] * silu_grad(zv(i, c));
-          for (int x_ = 0; x_ < L * C; ++x_) dgam[x_] = 0;
-          for (int l = 1; l <= L; ++l)
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
-              for (int c = 0; c < C; ++c) {
-                const T sg = sigmoid(gamv(i, (l - 1) * C + c));
-                dz[k * C + c] = da[k * C + c] * sg;
-                dgam[(l - 1) * C + c] += da[k * C + c] * zv(i, k * C + c) * sg * (T(1) - sg);
-              }
-          for (int c = 0; c < C; ++c) {
+          team.team_barrier();
+          // update -> activations -> mix outputs (SiLU for l = 0, gated for l >= 1)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+            const int k = n / C, c = n % C, l = degree_of(k);
+            T acc = 0;
+            for (int o = 0; o < C; ++o) acc += md.w(lb + md.o_Wu[l] + o * C + c) * dhp(k * C + o);
+            da(n) = acc;
+            dz(n) = k == 0 ? acc * silu_grad(zv(i, c)) : acc * sigmoid(gamv(i, (l - 1) * C + c));
+          });
+          team.team_barrier();
+          // gate pre-activations
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, L * C), [&](int n) {
+            const int l = 1 + n / C, c = n % C;
+            const T sg = sigmoid(gamv(i, n));
+            T acc = 0;
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k) acc += da(k * C + c) * zv(i, k * C + c);
+            dgam(n) = acc * sg * (T(1) - sg);
+          });
+          team.team_barrier();
+          // mixes -> dE/dm, dE/do
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+            const int k = n / C, c = n % C, l = degree_of(k);
             T am = 0, ao = 0;
+            const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
             for (int o = 0; o < C; ++o) {
-              am += md.w(lb + md.o_Wm0 + o * C + c) * dz[o];
-              ao += md.w(lb + md.o_Wo0 + o * C + c) * dz[o];
+              am += md.w(lb + oM + o * C + c) * dz(k * C + o);
+              ao += md.w(lb + oO + o * C + c) * dz(k * C + o);
             }
-            for (int o = 0; o < L * C; ++o) {
-              am += md.w(lb + md.o_Wgm + o * C + c) * dgam[o];
-              ao += md.w(lb + md.o_Wgo + o * C + c) * dgam[o];
-            }
-            dmv(i, c) = am;
-            dov(i, c) = ao;
-          }
-          for (int l = 1; l <= L; ++l)
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k)
-              for (int c = 0; c < C; ++c) {
-                T am = 0, ao = 0;
-                for (int o = 0; o < C; ++o) {
-                  am += md.w(lb + md.o_Wm[l] + o * C + c) * dz[k * C + o];
-                  ao += md.w(lb + md.o_Wo[l] + o * C + c) * dz[k * C + o];
-                }
-                dmv(i, k * C + c) = am;
-                dov(i, k * C + c) = ao;
+            if (k == 0)
+              for (int o = 0; o < L * C; ++o) {
+                am += md.w(lb + md.o_Wgm + o * C + c) * dgam(o);
+                ao += md.w(lb + md.o_Wgo + o * C + c) * dgam(o);
               }
-          for (int a = 0; a < A; ++a) {
+            dmv(i, n) = am;
+            dov(i, n) = ao;
+          });
+          team.team_barrier();
+          // per-head dE/do . o (the softmax adjoint of the reference backend uses it)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, A), [&](int a) {
             T acc = 0;
             for (int k = 0; k < K; ++k)
               for (int c = a * CperA; c < (a + 1) * CperA; ++c) acc += dov(i, k * C + c) * ov(i, k * C + c);
             obar(i, a) = acc;
-          }
+          });
         });
     if (fused) {
       fused_backward_layer(t, nl, na, n_edges, graph, dhin);
