@@ -6,6 +6,7 @@
 #   BATMOBILE_MD_CASES   space-separated atoms:rx:ry:rz:steps:precision (default below)
 #   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
 #   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
+#   BATMOBILE_MD_REFERENCE_MAX_ATOMS  largest case timed with the PyTorch reference too (default 20000)
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
@@ -39,4 +40,5 @@ for c in $CASES; do
   [ $rc -eq 0 ] || tail -n 5 "$log" 2>/dev/null
 done
 printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
-timeout 300 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json"
+timeout 120 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
+  --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}"

@@ -34,11 +34,11 @@ if [ "$MODE" = start ]; then
     > "$S/water216.out" 2>&1 < /dev/null &
   echo $! > "$S/water.pid"
   say "MD benchmark on GPU 0; tests build meanwhile (nice)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" \
-    > "$OUT/md_bench.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=100 timeout 300 \
+    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
   MDP=$!
   CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="md_probe water_nve bench" \
-    BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-420} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
+    BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-310} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
   say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
