@@ -25,7 +25,8 @@ for c in $CASES; do
   tag=${n}_${prec}
   log=$OUT/md_${tag}.log
   base=$(smi | head -n1)
-  smi -lms 200 > "$OUT/mem_${tag}.txt" &
+  # nvidia-smi itself in the background (not a function's subshell): `kill $mon` must stop the sampler
+  nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/mem_${tag}.txt" 2>/dev/null &
   mon=$!
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \

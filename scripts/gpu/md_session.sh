@@ -4,7 +4,8 @@
 #       (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels, `timer timeout WALL_S`,
 #       default 690) in its own process session on the last GPU, so that it outlives this call; runs the MD
 #       throughput benchmark (bench/md) on GPU 0 while the test suite builds, then the tests (run_gpu.sh) on the
-#       last GPU.
+#       last GPU. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
+#       made its later cases fail to start (seen on the H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] kernel benchmark (bench/run_gpu_bench.sh), the NVE
 #       energy-drift run and a per-kernel profile (bench/profile) on GPU 0, then waits at most MAXWAIT_S (default
 #       420) for the water run and copies its log, RDFs and analysis (results/gOO.png, summary.json) to OUTDIR.
@@ -37,7 +38,7 @@ if [ "$MODE" = start ]; then
   CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=100 timeout 300 \
     bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
   MDP=$!
-  CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="md_probe water_nve bench" \
+  CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="build_lammps md_probe water_nve bench" \
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-310} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
