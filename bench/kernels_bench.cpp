@@ -1,13 +1,17 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
-//                        [--check-dump DIR]
+//                        [--radial-mode 0|1|both] [--radial-chunk 0|2|4|8] [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
 //     conv_fwd_bwd       forward + adjoint (dE/dh, dE/dw, dE/dr -> forces and per-atom virial)
 //     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
+//     attention_fwd      its forward alone
+//   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1); mode 1
+//   ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm; --radial-chunk sets radial_chunk.
+//   Attention records also carry the launch (team size and mode-1 chunk, 0 = mode 0, of forward and adjoint).
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
@@ -116,17 +120,20 @@ struct Result {
   double roofline;  // < 0: not reported
 };
 
-void write_result(std::FILE* out, const Result& r) {
+// extra: further JSON members (", \"key\": value ..."), or empty
+void write_result(std::FILE* out, const Result& r, const std::string& extra = "") {
   std::fprintf(out,
                "{\"op\": \"%s\", \"atoms\": %d, \"neighbors\": %d, \"channels\": %d, \"batmobile_ms\": %.6f, "
-               "\"batmobile_peak_bytes\": %s, \"fp32_roofline_fraction\": %s, \"device\": \"%s\"}\n",
+               "\"batmobile_peak_bytes\": %s, \"fp32_roofline_fraction\": %s, \"device\": \"%s\"%s}\n",
                r.op.c_str(), r.atoms, r.neighbors, r.channels, r.ms,
                r.peak >= 0 ? std::to_string(r.peak).c_str() : "null",
-               r.roofline >= 0 ? std::to_string(r.roofline).c_str() : "null", Exec::name());
+               r.roofline >= 0 ? std::to_string(r.roofline).c_str() : "null", Exec::name(), extra.c_str());
   std::fflush(out);
 }
 
-void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir) {
+// radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.
+void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir,
+              const std::vector<int>& radial_modes, int radial_chunk) {
   const RandomGraph rg = make_random_graph(N, k, 1000u + N + k);
   if (!graph_dir.empty()) {
     std::ofstream f(graph_dir + "/graph_" + std::to_string(N) + "_" + std::to_string(k) + ".bin", std::ios::binary);
@@ -203,16 +210,30 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(gm, 7, 1.0);
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
-    const double ms = median_ms(
-        [&] {
-          interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
-          Kokkos::deep_copy(gh, 0.0f);
-          Kokkos::deep_copy(f, 0.0);
-          Kokkos::deep_copy(vatom, 0.0);
-          interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
-        },
-        warmup, reps);
-    write_result(out, {"attention_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
+    for (int mode : radial_modes) {
+      prm.radial_mode = mode;
+      prm.radial_chunk = radial_chunk;
+      const auto ln = interaction_launch<float, Dev, L, true>(prm);
+      const std::string suffix = mode == 1 ? "_radial_gemm" : "",
+                        extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
+                                std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
+                                ", \"team_adj\": " + std::to_string(ln.team_adj) +
+                                ", \"chunk_adj\": " + std::to_string(ln.chunk_adj);
+      double ms = median_ms(
+          [&] {
+            interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
+            Kokkos::deep_copy(gh, 0.0f);
+            Kokkos::deep_copy(f, 0.0);
+            Kokkos::deep_copy(vatom, 0.0);
+            interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
+          },
+          warmup, reps);
+      write_result(out, {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                   extra);
+      ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
+      write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                   extra);
+    }
   }
 }
 
@@ -330,7 +351,8 @@ void check_dump(const std::string& dir) {
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   std::string out_path, graph_dir, cases = "full", check_dir;
-  int reps = 50, warmup = 5;
+  int reps = 50, warmup = 5, radial_chunk = 0;
+  std::vector<int> radial_modes = {0};
   for (int a = 1; a < argc; ++a) {
     const std::string s = argv[a];
     auto next = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
@@ -340,6 +362,16 @@ int main(int argc, char** argv) {
     else if (s == "--warmup") warmup = std::stoi(next());
     else if (s == "--cases") cases = next();
     else if (s == "--check-dump") check_dir = next();
+    else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
+    else if (s == "--radial-mode") {
+      const std::string v = next();
+      if (v == "0" || v == "1") radial_modes = {std::stoi(v)};
+      else if (v == "both") radial_modes = {0, 1};
+      else {
+        std::fprintf(stderr, "--radial-mode: 0, 1 or both\n");
+        return 2;
+      }
+    }
     else if (s.rfind("--kokkos", 0) == 0) continue;
     else {
       std::fprintf(stderr, "unknown argument %s\n", s.c_str());
@@ -354,14 +386,14 @@ int main(int argc, char** argv) {
   std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "w");
   if (!out) return 3;
   if (cases == "quick") {
-    run_case(out, 60, 6, 8, 1, 3, graph_dir);
+    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk);
   } else if (cases.find(':') != std::string::npos) {  // one custom case N:k:C
     int N = 0, k = 0, C = 0;
     if (std::sscanf(cases.c_str(), "%d:%d:%d", &N, &k, &C) != 3) return 2;
-    run_case(out, N, k, C, warmup, reps, graph_dir);
+    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk);
   } else {
-    run_case(out, 1000, 20, 32, warmup, reps, graph_dir);
-    run_case(out, 10000, 30, 64, warmup, reps, graph_dir);
+    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk);
   }
   if (out != stdout) std::fclose(out);
   return 0;

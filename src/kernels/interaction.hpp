@@ -31,6 +31,12 @@
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
+// Radial mode 1 (LayerParams::radial_mode = 1, GPU path only; separate kernel instantiations, tags ForwardT<true>
+// etc.): after the hidden layer, the team computes the radial outputs of all chunk edges at once, a GEMM
+// [n x H] x [H x NW C] in which thread tr owns the columns tr + ts x and register-blocks 4 columns x 4 (or 2) edges,
+// so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
+// channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
+// the end-of-atom arrays overlap the chunk); where no chunk fits scratch_size_max(0) the mode-0 kernels run.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
@@ -58,6 +64,11 @@ struct LayerParams {
   V1 b1;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
+  // GPU path only (team_size >= C; the host path ignores both): 0 = each channel-thread computes its radial
+  // outputs from the hidden layer (radial_from_hidden); 1 = the team computes them for the whole chunk as a small
+  // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit.
+  int radial_mode = 0;
+  int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -139,6 +150,7 @@ struct InteractionKernel {
   static constexpr int P = num_paths(L, false);
   static constexpr int NV = 9 + kMaxDk;  // per-channel partials reduced per team: force, virial, dq/dk
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
+  static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
   using exec = typename Device::execution_space;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
@@ -150,16 +162,66 @@ struct InteractionKernel {
   using scratch = Kokkos::View<double**, Kokkos::LayoutRight, sspace, unmanaged>;
   using ST2 = Kokkos::View<T**, Kokkos::LayoutRight, sspace, unmanaged>;
   using SI1 = Kokkos::View<int*, sspace, unmanaged>;
-  struct Forward {};
-  struct RecvAdj {};
-  struct SendAdj {};
-
-  // Team-shared per-edge data of one chunk: geometry (r, d), the other atom of the edge (-1: not an edge),
-  // Bessel basis and its derivative, hidden activations s and ds/dd.
-  struct Chunk {
-    ST2 geo, B, dB, s, sd;
-    SI1 other;
+  // Kernel tags; G = radial mode 1 (a separate instantiation, so that each mode gets its own registers).
+  template <bool G>
+  struct ForwardT {
+    static constexpr bool gemm = G;
   };
+  template <bool G>
+  struct RecvAdjT {
+    static constexpr bool gemm = G;
+  };
+  template <bool G>
+  struct SendAdjT {
+    static constexpr bool gemm = G;
+  };
+  using Forward = ForwardT<false>;
+  using RecvAdj = RecvAdjT<false>;
+  using SendAdj = SendAdjT<false>;
+
+  // Team scratch: per-edge data of one chunk (geometry (r, d), the other atom of the edge (-1: not an edge),
+  // Bessel basis and its derivative, hidden activations s and ds/dd ((cap, H); (H, cap) in radial mode 1, which
+  // reads NE edges at once; mode 1 also the radial outputs w, dw/dd (cap, NW C)), and the end-of-atom arrays: adjoint
+  // partials part (C S, 9 + dk) and the parked partials buf of edge slots 1..S-1.
+  template <bool G>
+  struct Chunk {
+    static constexpr bool gemm = G;  // radial mode 1
+    ST2 geo, B, dB, s, sd, w, dw;
+    SI1 other;
+    char* base;    // start of the team scratch (end-of-atom arrays: part_of, buf_of)
+    int cap = CH;  // edges per chunk
+  };
+  // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
+  // chunk: they are written only after the last chunk, behind a barrier.
+  struct Layout {
+    size_t geo, B, dB, s, sd, other, w, dw, part, buf, total;
+  };
+  KOKKOS_INLINE_FUNCTION static size_t take(size_t& off, size_t bytes) {
+    const size_t o = off;
+    off += (bytes + 31) / 32 * 32;
+    return o;
+  }
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch) {
+    const size_t cap = gch > 0 ? gch : CH, t = sizeof(T);
+    Layout lo{};
+    size_t off = 0;
+    lo.geo = take(off, t * cap * 4);
+    lo.B = take(off, t * cap * kMaxNB);
+    lo.dB = take(off, t * cap * kMaxNB);
+    lo.s = take(off, t * cap * H);
+    lo.sd = take(off, t * cap * H);
+    lo.other = take(off, sizeof(int) * cap);
+    if (gch > 0) {
+      lo.w = take(off, t * cap * NW * C);
+      if (adjoint) lo.dw = take(off, t * cap * NW * C);
+    }
+    const size_t chunk_end = off;
+    if (gch > 0) off = 0;
+    if (adjoint) lo.part = take(off, sizeof(double) * C * S * (9 + dk));
+    if (S > 1) lo.buf = take(off, t * C * (S - 1) * merge_cols(adjoint));
+    lo.total = off > chunk_end ? off : chunk_end;
+    return lo;
+  }
 
   Graph<T, Device> g;
   LayerParams<T, Device> prm;
@@ -172,21 +234,44 @@ struct InteractionKernel {
   V2 gq, gk;   // dE/dq, dE/dk (written)
   D2 f, vatom;
 
-  static size_t chunk_bytes(int H) {
-    return ST2::shmem_size(CH, 4) + 2 * ST2::shmem_size(CH, kMaxNB) + 2 * ST2::shmem_size(CH, H) +
-           SI1::shmem_size(CH);
-  }
+  int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
+
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
-  // Per-team scratch for edge split S (S = 1: host or one thread per channel): chunk, the (C S) rows of adjoint
-  // partials, and the partials of slots 1..S-1 parked for the merge.
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1) {
-    return chunk_bytes(H) + (adjoint ? scratch::shmem_size(size_t(C) * S, 9 + dk) : 0) +
-           (S > 1 ? ST2::shmem_size(size_t(C) * (S - 1), merge_cols(adjoint)) : 0) + 512;  // + alignment slack
+  // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk gch (0: mode 0).
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0) {
+    return layout(C, H, dk, adjoint, S, gch).total + 64;  // + alignment of the base
+  }
+  // Mode 1 chunk for edge split S: `want` (2, 4, 8) or, if 0, the largest of 8, 4, 2 that is >= min_cap and
+  // whose scratch fits `limit`; 0 (mode 0) if none does.
+  static int radial_chunk_for(int C, int H, int dk, bool adjoint, int S, size_t limit, int want = 0,
+                              int min_cap = 2) {
+    for (int cap : {8, 4, 2})
+      if ((want == 0 ? cap >= min_cap : cap == want) && scratch_bytes(C, H, dk, adjoint, S, cap) <= limit)
+        return cap;
+    return 0;
   }
 
+  // Automatic GPU launch: edge split S = 128 / C (>= 1), team C S <= 256 and <= tmax; with radial mode 1 the
+  // largest S for which a mode-1 chunk of >= S edges fits `limit`, else (mode 0) S lowered until the scratch
+  // fits. Returns {S, gch}.
+  static Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, bool adjoint, bool gemm, int want, int tmax,
+                                           size_t limit) {
+    const int S0 = 128 / C > 1 ? 128 / C : 1;
+    auto team_ok = [&](int S) { return S == 1 || (C * S <= 256 && C * S <= tmax); };
+    for (int S = S0; gemm && S >= 1; --S) {
+      const int g = team_ok(S) ? radial_chunk_for(C, H, dk, adjoint, S, limit, want, S) : 0;
+      if (g > 0) return {S, g};
+    }
+    int S = S0;
+    while (S > 1 && (!team_ok(S) || scratch_bytes(C, H, dk, adjoint, S) > limit)) --S;
+    return {S, 0};
+  }
+
+  template <bool G>
   KOKKOS_INLINE_FUNCTION void check_team_size(int ts) const {
     if (ts != 1 && (ts < prm.C || ts % prm.C != 0)) Kokkos::abort("batmobile: team size must be 1 or C * S");
+    if (G && (gch <= 0 || ts < prm.C)) Kokkos::abort("batmobile: radial mode 1 needs a chunk and team size C * S");
   }
 
   // Slots s = 1..S-1 park n values (per channel) in rows (s - 1) C + c of buf; after the barrier slot 0 reads them.
@@ -195,22 +280,57 @@ struct InteractionKernel {
       for (int x = 0; x < n; ++x) buf((slot - 1) * C + c, col0 + x) = v[x];
   }
 
-  KOKKOS_INLINE_FUNCTION Chunk make_chunk(const member& team) const {
-    Chunk ch;
-    ch.geo = ST2(team.team_scratch(0), CH, 4);
-    ch.B = ST2(team.team_scratch(0), CH, kMaxNB);
-    ch.dB = ST2(team.team_scratch(0), CH, kMaxNB);
-    ch.s = ST2(team.team_scratch(0), CH, prm.H);
-    ch.sd = ST2(team.team_scratch(0), CH, prm.H);
-    ch.other = SI1(team.team_scratch(0), CH);
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION Chunk<G> make_chunk(const member& team, bool adjoint, int S) const {
+    const int C = prm.C, H = prm.H;
+    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0);
+    // mode 1 writes its end-of-atom arrays over the chunk; should Kokkos run several atoms per team in turn, the
+    // previous atom must no longer read them
+    if (G) team.team_barrier();
+    char* base = static_cast<char*>(team.team_scratch(0).get_shmem_aligned(lo.total, 32));
+    auto at = [base](size_t off) { return reinterpret_cast<T*>(base + off); };
+    Chunk<G> ch;
+    ch.cap = G ? gch : CH;
+    ch.geo = ST2(at(lo.geo), ch.cap, 4);
+    ch.B = ST2(at(lo.B), ch.cap, kMaxNB);
+    ch.dB = ST2(at(lo.dB), ch.cap, kMaxNB);
+    ch.s = G ? ST2(at(lo.s), H, ch.cap) : ST2(at(lo.s), ch.cap, H);
+    ch.sd = G ? ST2(at(lo.sd), H, ch.cap) : ST2(at(lo.sd), ch.cap, H);
+    ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.cap);
+    if (G) {
+      ch.w = ST2(at(lo.w), ch.cap, NW * C);
+      if (adjoint) ch.dw = ST2(at(lo.dw), ch.cap, NW * C);
+    }
+    ch.base = base;
     return ch;
   }
+  // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<G>& ch, int S) const {
+    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0);
+    return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
+  }
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<G>& ch, bool adjoint, int S) const {
+    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0);
+    return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
+  }
 
-  // Fills the chunk for edges [start, start + n) of `atom` (receiver list, or sender list if SENDER).
-  template <bool SENDER, bool GRAD>
-  KOKKOS_INLINE_FUNCTION void prepare_chunk(const member& team, const Chunk& ch, int atom, int start, int n) const {
+  // Mode 1: edges per register block of radial_gemm (the chunk is a multiple of it).
+  KOKKOS_INLINE_FUNCTION static int gemm_block(int cap) { return cap % 4 == 0 ? 4 : 2; }
+
+  // Fills the chunk for edges [start, start + n) of `atom` (receiver list, or sender list if SENDER). Mode 1: rows
+  // n..nf-1 (nf = n rounded up to the GEMM block) are zero non-edges, then the team computes the radial outputs.
+  template <bool SENDER, bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void prepare_chunk(const member& team, const Ch& ch, int atom, int start, int n) const {
+    const int nb = Ch::gemm ? gemm_block(ch.cap) : 1, nf = (n + nb - 1) / nb * nb;
     team.team_barrier();  // the previous chunk is no longer read
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const int t) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf), [&](const int t) {
+      if (Ch::gemm && t >= n) {  // mode 1: zero rows up to the GEMM block
+        ch.other(t) = -1;
+        for (int a = 0; a < 4; ++a) ch.geo(t, a) = T(0);
+        return;
+      }
       int i = atom, j;
       if (SENDER) {
         const int e = g.send_edges(start + t);
@@ -234,10 +354,15 @@ struct InteractionKernel {
       }
     });
     team.team_barrier();
-    const int H = prm.H;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * H), [&](const int th) {
-      const int t = th / H, hh = th % H;
-      if (ch.other(t) < 0) return;
+    // mode 1 stores s(hh, t), edges innermost: consecutive threads write consecutive addresses
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * prm.H), [&](const int th) {
+      const int t = Ch::gemm ? th % nf : th / prm.H, hh = Ch::gemm ? th / nf : th % prm.H;
+      T& sv = Ch::gemm ? ch.s(hh, t) : ch.s(t, hh);
+      T& sdv = Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh);
+      if (ch.other(t) < 0) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
+        if (Ch::gemm) sv = sdv = T(0);
+        return;
+      }
       T a = prm.b1(hh), da = T(0);
       for (int nn = 0; nn < kMaxNB; ++nn)
         if (nn < prm.NB) {
@@ -245,17 +370,93 @@ struct InteractionKernel {
           if (GRAD) da += prm.W1(hh, nn) * ch.dB(t, nn);
         }
       T ds;
-      ch.s(t, hh) = silu(a, &ds);
-      ch.sd(t, hh) = ds * da;
+      sv = silu(a, &ds);
+      sdv = ds * da;
     });
     team.team_barrier();
+    if constexpr (Ch::gemm) {
+      if (nb == 4)
+        radial_gemm<GRAD, 4>(team, ch, nf);
+      else
+        radial_gemm<GRAD, 2>(team, ch, nf);
+      team.team_barrier();
+    }
+  }
+
+  template <int N>
+  struct alignas(N * sizeof(T)) Pack {  // N consecutive scratch values read as one (vector) load
+    T v[N];
+  };
+
+  // Mode 1: w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) and dw = d/dd for the chunk edges t < nf and the NW C
+  // output columns. Thread tr takes the columns tr + ts x (coalesced W2t rows), CB at a time, and NE edges at a
+  // time, so that each W2t load feeds NE edges and each (vector) load of s(h, t0..t0+NE) feeds CB columns; the sum
+  // over h runs in the same order as in radial_from_hidden.
+  template <bool GRAD, int NE, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_gemm(const member& team, const Ch& ch, int nf) const {
+    const int ts = team.team_size(), tr = team.team_rank(), ncol = NW * prm.C;
+    const int mine = tr < ncol ? (ncol - tr + ts - 1) / ts : 0;  // this thread's columns tr + ts x, x < mine
+    for (int t0 = 0; t0 < nf; t0 += NE) {
+      T u[NE], du[NE];
+      for (int e = 0; e < NE; ++e) u[e] = envelope(ch.geo(t0 + e, 3), prm.r_c, &du[e]);
+      int x = 0;
+      for (; x + 4 <= mine; x += 4) radial_tile<GRAD, NE, 4>(ch, t0, tr + x * ts, ts, u, du);
+      if (x + 2 <= mine) {
+        radial_tile<GRAD, NE, 2>(ch, t0, tr + x * ts, ts, u, du);
+        x += 2;
+      }
+      if (x < mine) radial_tile<GRAD, NE, 1>(ch, t0, tr + x * ts, ts, u, du);
+    }
+  }
+
+  template <bool GRAD, int NE, int CB, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_tile(const Ch& ch, int t0, int col0, int ts, const T* u, const T* du) const {
+    T acc[CB][NE], dacc[CB][NE];
+    for (int x = 0; x < CB; ++x)
+      for (int e = 0; e < NE; ++e) acc[x][e] = dacc[x][e] = T(0);
+    for (int hh = 0; hh < prm.H; ++hh) {
+      const Pack<NE> sv = *reinterpret_cast<const Pack<NE>*>(&ch.s(hh, t0));
+      Pack<NE> dv;
+      if (GRAD) dv = *reinterpret_cast<const Pack<NE>*>(&ch.sd(hh, t0));
+      for (int x = 0; x < CB; ++x) {
+        const T wt = prm.W2t(hh, col0 + x * ts);
+        for (int e = 0; e < NE; ++e) {
+          acc[x][e] += wt * sv.v[e];
+          if (GRAD) dacc[x][e] += wt * dv.v[e];
+        }
+      }
+    }
+    for (int x = 0; x < CB; ++x)
+      for (int e = 0; e < NE; ++e) {
+        ch.w(t0 + e, col0 + x * ts) = u[e] * acc[x][e];
+        if (GRAD) ch.dw(t0 + e, col0 + x * ts) = du[e] * acc[x][e] + u[e] * dacc[x][e];
+      }
+  }
+
+  // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results, mode 0 computes them.
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_radial(const Ch& ch, int c, int t, T d, EdgeRadial<T, P>& R) const {
+    if constexpr (Ch::gemm) {
+      R.u = envelope(d, prm.r_c, &R.du);
+      const int C = prm.C;
+      for (int p = 0; p < P; ++p) {
+        R.w[p] = ch.w(t, p * C + c);
+        R.wv[p] = ATTN ? ch.w(t, (P + p) * C + c) : T(0);
+        R.dw[p] = GRAD ? ch.dw(t, p * C + c) : T(0);
+        R.dwv[p] = GRAD && ATTN ? ch.dw(t, (P + p) * C + c) : T(0);
+      }
+    } else {
+      radial_from_hidden<T, P, ATTN, GRAD>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),
+                                           Kokkos::subview(ch.sd, t, Kokkos::ALL()), R);
+    }
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
     for (int kk = 0; kk < K; ++kk) hj[kk] = h(j, kk, c);
   }
 
-  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Chunk& ch, int t, T* dg) const {
+  template <class Ch>
+  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Ch& ch, int t, T* dg) const {
     T s = T(0);
     for (int e = 0; e < kMaxDk; ++e)
       if (e < prm.dk) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
@@ -270,27 +471,30 @@ struct InteractionKernel {
     return s + gte;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(Forward, const member& team) const {
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION void operator()(ForwardT<G>, const member& team) const {
     const int i = team.league_rank();
     const int C = prm.C, chead = C / prm.A;
     const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
-    const Chunk ch = make_chunk(team);
     T accm[K], acco[K], run_max, run_z;
     const int ts = team.team_size(), tr = team.team_rank();
-    check_team_size(ts);
+    check_team_size<G>(ts);
+    const auto ch = make_chunk<G>(team, false, ts >= C ? ts / C : 1);
     if (ts >= C) {  // GPU: thread = (channel c, edge slot sl); slot sl takes the chunk edges t = sl (mod S)
       const int S = ts / C, c = tr % C, sl = tr / C;
       const int a = c / chead;
-      const ST2 buf = S > 1 ? ST2(team.team_scratch(0), C * (S - 1), merge_cols(false)) : ST2();
       for (int kk = 0; kk < K; ++kk) accm[kk] = acco[kk] = T(0);
       run_max = T(-1e30);
       run_z = T(0);
-      for (int start = e0; start < e1; start += CH) {
-        const int n = e1 - start < CH ? e1 - start : CH;
+      for (int start = e0; start < e1; start += ch.cap) {
+        const int n = e1 - start < ch.cap ? e1 - start : ch.cap;
         prepare_chunk<false, false>(team, ch, i, start, n);
         for (int t = sl; t < n; t += S) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
       }
-      if (S > 1) merge_forward(team, buf, S, c, sl, accm, acco, run_max, run_z);
+      if (S > 1) {
+        if (G) team.team_barrier();  // buf overlaps the last chunk
+        merge_forward(team, buf_of(ch, false, S), S, c, sl, accm, acco, run_max, run_z);
+      }
       if (sl == 0) forward_write(i, c, a, chead, accm, acco, run_max, run_z);
     } else {
       // host (one thread per team): channel loop inside each chunk; the running sums of a channel are parked
@@ -342,7 +546,8 @@ struct InteractionKernel {
     }
   }
 
-  KOKKOS_INLINE_FUNCTION void forward_edge(int i, int c, int a, const Chunk& ch, int t, T* accm, T* acco, T& run_max,
+  template <class Ch>
+  KOKKOS_INLINE_FUNCTION void forward_edge(int i, int c, int a, const Ch& ch, int t, T* accm, T* acco, T& run_max,
                                            T& run_z) const {
     const int j = ch.other(t);
     if (j < 0) return;
@@ -352,8 +557,7 @@ struct InteractionKernel {
     sh<L, T>(r, Y);
     load_h(j, c, hj);
     EdgeRadial<T, P> R;
-    radial_from_hidden<T, P, ATTN, false>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),
-                                         Kokkos::subview(ch.sd, t, Kokkos::ALL()), R);
+    edge_radial<false>(ch, c, t, d, R);
     if constexpr (ATTN) {
       T v[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
@@ -423,16 +627,15 @@ struct InteractionKernel {
   }
 
   // dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
-  template <bool SENDER>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Chunk& ch, int t, const T* r, T d,
+  template <bool SENDER, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
                                            T* gr, T* ghj, T* gs_out) const {
     T Y[K], hj[K], gmi[K], goi[K];
     sh<L, T>(r, Y);
     load_h(j, c, hj);
     for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
     EdgeRadial<T, P> R;
-    radial_from_hidden<T, P, ATTN, true>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),
-                                        Kokkos::subview(ch.sd, t, Kokkos::ALL()), R);
+    edge_radial<true>(ch, c, t, d, R);
     T gY[K], gw[P], gwv[P];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     for (int p = 0; p < P; ++p) gw[p] = gwv[p] = T(0);
@@ -474,8 +677,8 @@ struct InteractionKernel {
   }
 
   // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj).
-  template <bool SENDER>
-  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Chunk& ch, int t, double* acc,
+  template <bool SENDER, class Ch>
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, double* acc,
                                            T* ghj) const {
     const int other = ch.other(t);
     if (other < 0) return;
@@ -517,15 +720,14 @@ struct InteractionKernel {
     });
   }
 
-  template <bool SENDER>
+  template <bool SENDER, bool G>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const {
     const int atom = team.league_rank();
     const int C = prm.C, chead = C / prm.A;
     const int ts = team.team_size(), tr = team.team_rank();
-    check_team_size(ts);
+    check_team_size<G>(ts);
     const int S = ts >= C ? ts / C : 1;
-    const Chunk ch = make_chunk(team);
-    scratch part(team.team_scratch(0), C * S, 9 + prm.dk);
+    const auto ch = make_chunk<G>(team, true, S);
     const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
     const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
     if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
@@ -534,15 +736,17 @@ struct InteractionKernel {
       for (int v = 0; v < NV; ++v) acc[v] = 0;
       T ghj[K];
       for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-      for (int start = s0; start < s1; start += CH) {
-        const int n = s1 - start < CH ? s1 - start : CH;
+      for (int start = s0; start < s1; start += ch.cap) {
+        const int n = s1 - start < ch.cap ? s1 - start : ch.cap;
         prepare_chunk<SENDER, true>(team, ch, atom, start, n);
         for (int t = sl; t < n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
       }
+      if (G) team.team_barrier();  // part and buf overlap the last chunk
+      const scratch part = part_of(ch, S);
       for (int v = 0; v < 9 + prm.dk; ++v) part(tr, v) = acc[v];
       if (SENDER) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
         if (S > 1) {
-          const ST2 buf(team.team_scratch(0), C * (S - 1), merge_cols(true));
+          const ST2 buf = buf_of(ch, true, S);
           park(buf, C, c, sl, 0, ghj, K);
           team.team_barrier();
           if (sl == 0)
@@ -553,6 +757,7 @@ struct InteractionKernel {
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
       }
     } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
+      const scratch part = part_of(ch, S);
       for (int c = 0; c < C; ++c)
         for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
       for (int start = s0; start < s1; start += CH) {
@@ -570,11 +775,17 @@ struct InteractionKernel {
         }
       }
     }
-    team_finish(team, part, atom, SENDER);
+    team_finish(team, part_of(ch, S), atom, SENDER);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(RecvAdj, const member& team) const { adjoint_team<false>(team); }
-  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const { adjoint_team<true>(team); }
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION void operator()(RecvAdjT<G>, const member& team) const {
+    adjoint_team<false, G>(team);
+  }
+  template <bool G>
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdjT<G>, const member& team) const {
+    adjoint_team<true, G>(team);
+  }
 };
 
 // q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint.
@@ -622,34 +833,81 @@ struct InteractionWork {
   }
 };
 
-// Team policy of kernel `kern` for n atoms. team_size: 0 = automatic (host back-ends: 1, channels looped; GPU:
-// C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered until the scratch fits scratch_size_max(0) and the
-// team fits team_size_max); 1 or C * S: explicit (tests run the GPU paths on OpenMP with it).
+// Team policy of kernel `kern` for n atoms; sets kern.gch (radial mode 1 chunk, 0: mode 0). team_size: 0 =
+// automatic (host back-ends: 1, channels looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered
+// until the scratch fits scratch_size_max(0) and the team fits team_size_max; with prm.radial_mode = 1 the largest
+// S for which a mode-1 chunk of >= S edges fits, else mode 0); 1 or C * S: explicit (tests run the GPU paths on
+// OpenMP with it; mode 1 then takes the largest chunk that fits, the host back-ends not limiting it).
 template <class Tag, class Kern>
-inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(const Kern& kern, int n, bool adjoint,
+inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, bool adjoint,
                                                                      int team_size = 0) {
   using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
-  const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk;
+  const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk, want = kern.prm.radial_chunk;
+  const bool gemm = Tag::gemm && kern.prm.radial_mode == 1;
+  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 1 || (want != 0 && want != 2 && want != 4 && want != 8))
+    throw std::invalid_argument("batmobile: radial_mode must be 0 or 1 and radial_chunk 0, 2, 4 or 8");
   const bool host =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Kern::exec::memory_space>::accessible;
   const size_t limit = size_t(Pol::scratch_size_max(0));
+  kern.gch = 0;
   if (team_size == 0 && !host) {
     const int tmax = Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag());
-    int S = 128 / C > 1 ? 128 / C : 1;
-    while (S > 1 && (C * S > 256 || C * S > tmax || Kern::scratch_bytes(C, H, dk, adjoint, S) > limit)) --S;
-    team_size = C * S;
+    const auto sg = Kern::gpu_launch(C, H, dk, adjoint, gemm, want, tmax, limit);
+    team_size = C * sg.first;
+    kern.gch = sg.second;
   } else if (team_size == 0) {
     team_size = 1;
+  } else if (gemm && team_size >= C) {
+    kern.gch = Kern::radial_chunk_for(C, H, dk, adjoint, team_size / C, host ? size_t(-1) : limit, want);
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
   const int S = team_size >= C ? team_size / C : 1;
-  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S);
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
     throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
                                 std::to_string(limit) + " B (lower team_size)");
   return Pol(n, team_size).set_scratch_size(0, Kokkos::PerTeam(bytes));
+}
+
+// Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode = 1 and a mode-1 chunk
+// fits, else with that of TagT<false> (mode 0); kern.gch is set to match.
+template <template <bool> class TagT, class Kern, class F>
+void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
+  if (kern.prm.radial_mode == 1) {
+    const auto pol = atom_team_policy<TagT<true>>(kern, n, adjoint, team_size);
+    if (kern.gch > 0) return f(pol);
+  }
+  f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
+}
+
+// Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0) and team
+// scratch bytes of the forward and of the adjoint kernels.
+struct InteractionLaunch {
+  int team_fwd, chunk_fwd, team_adj, chunk_adj;
+  size_t bytes_fwd, bytes_adj;
+};
+template <class T, class Device, int L, bool ATTN>
+InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
+  using Kern = InteractionKernel<T, Device, L, ATTN>;
+  Kern kern;
+  kern.prm = prm;
+  InteractionLaunch r;
+  with_atom_policy<Kern::template ForwardT>(kern, 1, false, team_size, [&](const auto& pol) {
+    r.team_fwd = pol.team_size();
+    r.chunk_fwd = kern.gch;
+  });
+  with_atom_policy<Kern::template RecvAdjT>(kern, 1, true, team_size, [&](const auto& pol) {
+    r.team_adj = pol.team_size();
+    r.chunk_adj = kern.gch;
+  });
+  auto bytes = [&](int ts, bool adj, int g) {
+    return Kern::scratch_bytes(prm.C, prm.H, prm.dk, adj, ts >= prm.C ? ts / prm.C : 1, g);
+  };
+  r.bytes_fwd = bytes(r.team_fwd, false, r.chunk_fwd);
+  r.bytes_adj = bytes(r.team_adj, true, r.chunk_adj);
+  return r;
 }
 
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
@@ -677,8 +935,9 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   kern.Z = work.Z;
   kern.q = work.q;
   kern.k = work.k;
-  Kokkos::parallel_for("batmobile::interaction_fwd",
-                       atom_team_policy<typename Kern::Forward>(kern, g.n_recv, false, team_size), kern);
+  with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
+    Kokkos::parallel_for("batmobile::interaction_fwd", pol, kern);
+  });
 }
 
 // Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates gh, f, vatom.
@@ -710,10 +969,12 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
   kern.gk = work.gk;
   kern.f = f;
   kern.vatom = vatom;
-  Kokkos::parallel_for("batmobile::interaction_recv_adj",
-                       atom_team_policy<typename Kern::RecvAdj>(kern, g.n_recv, true, team_size), kern);
-  Kokkos::parallel_for("batmobile::interaction_send_adj",
-                       atom_team_policy<typename Kern::SendAdj>(kern, g.n_total, true, team_size), kern);
+  with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+    Kokkos::parallel_for("batmobile::interaction_recv_adj", pol, kern);
+  });
+  with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
+    Kokkos::parallel_for("batmobile::interaction_send_adj", pol, kern);
+  });
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for(

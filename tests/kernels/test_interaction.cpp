@@ -174,6 +174,16 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
   return R;
 }
 
+// How the kernels are launched: team size (0 = automatic) and LayerParams::radial_mode / radial_chunk.
+struct Launch {
+  int team_size, radial_mode, radial_chunk;
+  Launch(int ts = 0, int mode = 0, int chunk = 0) : team_size(ts), radial_mode(mode), radial_chunk(chunk) {}
+  std::string str() const {
+    return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
+           std::to_string(radial_chunk);
+  }
+};
+
 template <class T>
 struct KernelRun {
   Kokkos::View<T***, Kokkos::LayoutRight, Dev> m, o, gh;
@@ -184,11 +194,13 @@ struct KernelRun {
 template <class T, int L>
 KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
                          const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
-                         bool backward, int team_size = 0) {
-  const int K = num_sh(L), C = M.C;
+                         bool backward, Launch ln = {}) {
+  const int K = num_sh(L), C = M.C, team_size = ln.team_size;
   std::vector<T> xt(x.begin(), x.end());
   auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
   auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk);
+  prm.radial_mode = ln.radial_mode;
+  prm.radial_chunk = ln.radial_chunk;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -267,8 +279,8 @@ Expected expected(const Model& M, const System& S, std::mt19937& rng) {
 }
 
 template <int L>
-void check_against(const Model& M, const System& S, const Expected& E, int team_size) {
-  SCOPED_TRACE("team_size " + std::to_string(team_size));
+void check_against(const Model& M, const System& S, const Expected& E, Launch team_size) {
+  SCOPED_TRACE(team_size.str());
   const int K = num_sh(L), C = M.C;
   const auto& ref = E.ref;
   const double scale = E.scale, fscale = E.fscale, gscale = E.gscale;
@@ -321,12 +333,12 @@ void check_against(const Model& M, const System& S, const Expected& E, int team_
 
 template <int L>
 void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0,
-                               std::vector<int> team_sizes = {0}) {
+                               std::vector<Launch> team_sizes = {0}) {
   std::mt19937 rng(seed);
   const Model M = make_model(L, rng);
   const System S = make_system(L, M.C, rng, n_recv, n_total, box);
   const Expected E = expected(M, S, rng);
-  for (int ts : team_sizes) check_against<L>(M, S, E, ts);
+  for (const Launch& ts : team_sizes) check_against<L>(M, S, E, ts);
 }
 
 }  // namespace
@@ -418,15 +430,15 @@ System split_system(int L, int C, double rc, std::mt19937& rng) {
   return S;
 }
 
-// The same run with S = 1 and S = 4 agrees to rounding; S = 4 repeats bit for bit; receiver 2 (no edges) gives
-// m = o = 0, M = -1e30, Z = 0 exactly.
+// Launches a and b (e.g. S = 1 and S = 4, or radial mode 0 and 1) agree to rounding; b repeats bit for bit;
+// receiver 2 (no edges) gives m = o = 0, M = -1e30, Z = 0 exactly.
 template <class T, int L>
-void compare_split(const Model& M, const System& S, const Expected& E, double tol) {
-  SCOPED_TRACE(sizeof(T) == 4 ? "float" : "double");
-  auto one = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, M.C);
-  auto four = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, 4 * M.C);
-  auto again = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, 4 * M.C);
-  // S = 1 vs S = 4 within tol of the largest |value| (1 at least); a second S = 4 run identical
+void compare_runs(const Model& M, const System& S, const Expected& E, Launch a, Launch b, double tol) {
+  SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + a.str() + " vs " + b.str());
+  auto one = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, a);
+  auto four = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
+  auto again = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
+  // a vs b within tol of the largest |value| (1 at least); a second run of b identical
   auto expect_split = [&](const auto& s1, const auto& s4, const auto& s4again, const char* what) {
     const auto ds = max_diff(s1, s4);
     EXPECT_LE(ds.first, tol * std::max(1.0, ds.second)) << what;
@@ -482,8 +494,66 @@ TEST(Interaction, EdgeSplitPath) {
   ASSERT_GE(in0, 2);
   const Expected E = expected(M, S, rng);
   for (int ts : {1, C, 2 * C, 4 * C}) check_against<L>(M, S, E, ts);
-  compare_split<double, L>(M, S, E, 1e-12);
-  compare_split<float, L>(M, S, E, 2e-5);
+  compare_runs<double, L>(M, S, E, C, 4 * C, 1e-12);
+  compare_runs<float, L>(M, S, E, C, 4 * C, 2e-5);
+}
+
+// Radial mode 1 (the team computes the chunk's radial outputs as a GEMM into scratch) on the host back-end with
+// teams of C * S threads (CTest runs it with OMP_NUM_THREADS=32): chunks of 8, 4 and 2 edges (register blocks of
+// 4 and 2 edges, partial last blocks) vs the reference and finite differences, and vs mode 0 to rounding.
+TEST(Interaction, RadialGemmPath) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  // random graphs: several chunks per receiver; L = 3 (NW C = 184 columns: 5 or 6 per thread of 32, tiles of 4,
+  // 2 and 1 columns)
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {{C, 1, 8}, {2 * C, 1, 2}, {4 * C, 1, 4}, {4 * C, 1, 0}});
+  check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, 1, 2}, {4 * C, 1, 8}});
+  // split_system: a receiver without edges, one with 2 edges (fewer than the chunk), edges beyond r_c
+  constexpr int L = 2;
+  std::mt19937 rng(71);
+  const Model M = make_model(L, rng);
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {C, 2 * C, 4 * C})
+    for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {ts, 1, chunk});
+  for (int chunk : {8, 4, 2}) {
+    compare_runs<double, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 1e-12);
+    compare_runs<float, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 2e-5);
+  }
+  compare_runs<float, L>(M, S, E, {C, 0, 0}, {2 * C, 1, 2}, 2e-5);
+  // the host path (team size 1) ignores the mode
+  compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 0.0);
+}
+
+// Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max
+// 1024): radial mode 1 takes the largest S whose chunk of >= S edges fits, else mode 0.
+template <class T, int L>
+void expect_gpu_launch(int C, int H, bool adjoint, int S, int chunk) {
+  using Kern = InteractionKernel<T, Dev, L, true>;
+  const size_t limit = 40960;
+  const auto sg = Kern::gpu_launch(C, H, 8, adjoint, true, 0, 1024, limit);
+  const size_t bytes = Kern::scratch_bytes(C, H, 8, adjoint, sg.first, sg.second);
+  std::printf("%s C=%d L=%d H=%d %s: S=%d chunk=%d scratch %zu B (mode 0: %zu B)\n", sizeof(T) == 4 ? "float" : "double",
+              C, L, H, adjoint ? "adjoint" : "forward", sg.first, sg.second, bytes,
+              Kern::scratch_bytes(C, H, 8, adjoint, sg.first));
+  EXPECT_EQ(sg.first, S);
+  EXPECT_EQ(sg.second, chunk);
+  EXPECT_LE(bytes, limit);
+  EXPECT_EQ(Kern::gpu_launch(C, H, 8, adjoint, false, 0, 1024, limit).second, 0);
+}
+
+TEST(Interaction, RadialGemmScratch) {
+  expect_gpu_launch<float, 2>(32, 32, false, 4, 8);
+  expect_gpu_launch<float, 2>(32, 32, true, 4, 4);
+  expect_gpu_launch<double, 2>(32, 32, false, 4, 4);
+  expect_gpu_launch<double, 2>(32, 32, true, 2, 2);
+  expect_gpu_launch<float, 3>(64, 16, false, 2, 2);
+  expect_gpu_launch<float, 3>(64, 16, true, 2, 0);  // does not fit: mode 0
+  expect_gpu_launch<double, 3>(64, 16, false, 2, 0);
+  expect_gpu_launch<double, 3>(64, 16, true, 2, 0);
+  // explicit chunk that does not fit: mode 0
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  EXPECT_EQ(Kern::radial_chunk_for(32, 32, 8, true, 4, 40960, 8), 0);
 }
 
 // Explicit team sizes must be 1 or a multiple of C.
