@@ -4,7 +4,7 @@
 #       (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels, `timer timeout WALL_S`,
 #       default 690) in its own process session on the last GPU, so that it outlives this call; runs the MD
 #       throughput benchmark (bench/md) on GPU 0 while the test suite builds, then the tests (run_gpu.sh) on the
-#       last GPU. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
+#       last GPU, then an A/B MD run with BATMOBILE_RADIAL_MODE=1. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
 #       made its later cases fail to start (seen on the H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] kernel benchmark (bench/run_gpu_bench.sh), the NVE
 #       energy-drift run and a per-kernel profile (bench/profile) on GPU 0, then waits at most MAXWAIT_S (default
@@ -42,6 +42,10 @@ if [ "$MODE" = start ]; then
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-310} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
+  say "A/B: MD with the team-GEMM radial path of the fused kernels (BATMOBILE_RADIAL_MODE=1)"
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_RADIAL_MODE=1 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:200:single" \
+    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
+    "$OUT/md_radial1" > "$OUT/md_radial1.log" 2>&1
   say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
 fi
