@@ -258,7 +258,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_local = nlocal;
   g.n_all = nall;
 
-  // the image map needs atom IDs (atom_modify id no leaves them all 0): without them, LAMMPS's communication
+  // The image map needs atom IDs (atom_modify id no leaves them all 0); without them LAMMPS's communication is used.
   if (comm->nprocs == 1 && atom->tag_enable) update_image_exchange(nlocal, nall);
   batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
   auto &res = I.results;
