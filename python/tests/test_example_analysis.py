@@ -49,16 +49,19 @@ def test_analyze_rdf_skips_equilibration_and_finds_the_peak(tmp_path):
         rows = [f"{k + 1} {r[k]:.6f} {g[k]:.6f} 0 {g[k]:.6f} 0 {g[k]:.6f} 0" for k in range(len(r))]
         return f"{step} {len(r)}\n" + "\n".join(rows) + "\n"
 
-    rdf = tmp_path / "rdf.dat"
-    # equilibration (t <= 10 ps = 20000 steps) has its peak at 3.2 A, production at 2.8 A
-    rdf.write_text("# header\n# header\n# header\n" + block(10000, 3.2) + block(30000, 2.8) + block(40000, 2.8))
+    # equilibration (t <= 10 ps = 20000 steps) has its peak at 3.2 A, production at 2.8 A; the run was continued
+    # from a restart, so its blocks come in two files (the block at step 30000 in both)
+    rdf, rdf2 = tmp_path / "rdf.dat", tmp_path / "rdf_cont_1.dat"
+    rdf.write_text("# header\n# header\n# header\n" + block(10000, 3.2) + block(30000, 2.8))
+    rdf2.write_text("# header\n" + block(30000, 2.8) + block(40000, 2.8))
     header = ["Step", "Time", "Temp", "PotEng", "KinEng", "TotEng", "Press", "CPULeft"]
-    log = tmp_path / "log.lammps"
-    log.write_text(thermo_block(header, [[s, s * 5e-4, 250 if s <= 20000 else 300, 0, 0, 0, 0, 0]
-                                         for s in range(0, 40001, 1000)]))
+    log, log2 = tmp_path / "log.lammps", tmp_path / "log_cont_1.lammps"
+    rows = [[s, s * 5e-4, 250 if s <= 20000 else 300, 0, 0, 0, 0, 0] for s in range(0, 40001, 1000)]
+    log.write_text(thermo_block(header, rows[:31]))
+    log2.write_text(thermo_block(header, rows[30:]))
     out = tmp_path / "res"
-    p = subprocess.run([sys.executable, os.path.join(EXAMPLE, "analyze_rdf.py"), "--rdf", str(rdf), "--log", str(log),
-                        "--out", str(out)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, os.path.join(EXAMPLE, "analyze_rdf.py"), "--rdf", str(rdf), str(rdf2),
+                        "--log", str(log), str(log2), "--out", str(out)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     s = json.load(open(out / "summary.json"))
     assert s["rdf_blocks_averaged"] == 2

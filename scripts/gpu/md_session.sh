@@ -73,7 +73,9 @@ PID=$(cat "$S/water.pid" 2>/dev/null)
 while [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt "$MAXWAIT" ]; do sleep 5; done
 kill -0 "$PID" 2>/dev/null && say "water216 still running: copying its partial output (analyse with analyze_rdf.py)"
 mkdir -p "$OUT/water216"
-cp "$S/water216.out" "$S/water216/log.lammps" "$S/water216/rdf.dat" "$OUT/water216/" 2>/dev/null
+cp "$S/water216.out" "$S/water216/"log*.lammps "$S/water216/"rdf*.dat "$OUT/water216/" 2>/dev/null
+# restart files (~60 KB each) so that a later session can continue the run: run.sh LMP OUT continue FILE
+cp "$S/water216/"water216_final.restart "$S/water216/"water216.restart.? "$OUT/water216/" 2>/dev/null
 cp -r "$S/water216/results" "$OUT/water216/" 2>/dev/null
 say "done"; tail -n 4 "$OUT/kbench.log"; cat "$OUT/nve/results/nve_summary.json" 2>/dev/null; head -n 14 "$OUT/profile_648.txt" 2>/dev/null
 cat "$OUT/water216/results/summary.json" 2>/dev/null

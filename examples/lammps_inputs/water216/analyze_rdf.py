@@ -4,7 +4,8 @@
 Compares the simulated O-O radial distribution function with the X-ray experiment (Skinner 2013) and with
 g_OO computed here from the DFT training frames (the data the potential was fitted to).
 
-usage: analyze_rdf.py --rdf rdf.dat --log log.lammps --out results/ [--equil-ps 10] [--device "..."]
+usage: analyze_rdf.py --rdf rdf.dat [rdf_cont_1.dat ...] --log log.lammps [log_cont_1.lammps ...] --out results/
+                      [--equil-ps 10] [--device "..."]
 The rdf file is what `fix ave/time ... c_rdf[*] file rdf.dat mode vector` writes (blocks of rows:
 index r g_OO coord_OO g_OH coord_OH g_HH coord_HH); blocks after the equilibration time are averaged.
 """
@@ -92,8 +93,8 @@ def peak(r, g, lo, hi, find_min=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rdf", required=True)
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--rdf", required=True, nargs="+", help="one file per run part (a continued run adds one)")
+    ap.add_argument("--log", required=True, nargs="+")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--timestep-fs", type=float, default=0.5)
     ap.add_argument("--equil-ps", type=float, default=10.0, help="rdf blocks and thermo rows before this are skipped")
@@ -103,11 +104,18 @@ def main():
     os.makedirs(a.out, exist_ok=True)
 
     equil_steps = a.equil_ps * 1000.0 / a.timestep_fs
-    blocks = read_rdf_blocks(a.rdf)
+    # parts of a continued run: blocks are keyed by timestep, a step written twice is counted once
+    blocks = sorted({s: b for f in a.rdf for s, b in read_rdf_blocks(f)}.items(), key=lambda sb: sb[0])
+    if not blocks:
+        raise SystemExit(f"analyze_rdf: no RDF block in {' '.join(a.rdf)} (a block is written every 1000 steps)")
     prod = [b for s, b in blocks if s > equil_steps] or [blocks[-1][1]]
     rows = np.mean(prod, axis=0)
     r, g_oo, g_oh, g_hh = rows[:, 1], rows[:, 2], rows[:, 4], rows[:, 6]
-    temps, steps_per_s = read_log(a.log)
+    temps, steps_per_s = [], None
+    for f in a.log:
+        t, sps = read_log(f)
+        temps += t
+        steps_per_s = sps if sps is not None else steps_per_s  # the last part's figure
     t_prod = [T for s, T in temps if s > equil_steps] or [T for s, T in temps]
     last_step = max([s for s, _ in temps] + [s for s, _ in blocks])
     production_ps = max(0.0, (last_step - equil_steps)) * a.timestep_fs / 1000.0

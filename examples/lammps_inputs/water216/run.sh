@@ -2,6 +2,10 @@
 # Runs the water216 example: run.sh LMP OUTDIR [short|full] [extra lmp args...]
 #   short (default): in.water216_short on the CPU with pair_style batmobile (KOKKOS host runtime, 2 threads)
 #   full:            in.water216 (10 ps equilibration + 50 ps production) followed by analyze_rdf.py
+#   continue FILE:   in.water216 from restart FILE (written every 10,000 steps as OUTDIR/water216.restart.a / .b in
+#                    turn -- take the newer -- and at the end as water216_final.restart, also after a walltime
+#                    stop) up to the same final step; the analysis then averages the
+#                    RDF blocks of every part (rdf.dat, rdf_cont_N.dat) and reads every log
 #   nve:             in.water216_nve (1 ps NVT + 10,000 NVE steps) followed by analyze_nve.py
 # short and full end with analyze_rdf.py: OUTDIR/results/{gOO.png, summary.json, rdf_production.dat};
 # nve with analyze_nve.py: OUTDIR/results/{nve_summary.json, nve_etotal.png}.
@@ -24,6 +28,13 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=${OMP_PROC_BIND:-fals
 if [ "$MODE" = full ]; then
   "$LMP" -in "$HERE/in.water216" -var model "$MODEL" -log log.lammps "$@"
   "$PY" "$HERE/analyze_rdf.py" --rdf rdf.dat --log log.lammps --out "$OUT/results" ${DEVICE:+--device "$DEVICE"}
+elif [ "$MODE" = continue ]; then
+  RESTART=$(cd "$(dirname "${1:?usage: run.sh LMP OUTDIR continue RESTART_FILE [lmp args]}")" && pwd)/$(basename "$1"); shift
+  n=1
+  while [ -e "log_cont_$n.lammps" ]; do n=$((n + 1)); done
+  "$LMP" -in "$HERE/in.water216" -var model "$MODEL" -var continued 1 -var restart "$RESTART" -var rdf_file "rdf_cont_$n.dat" \
+    -log "log_cont_$n.lammps" "$@"
+  "$PY" "$HERE/analyze_rdf.py" --rdf rdf*.dat --log log*.lammps --out "$OUT/results" ${DEVICE:+--device "$DEVICE"}
 elif [ "$MODE" = nve ]; then
   "$LMP" -in "$HERE/in.water216_nve" -var model "$MODEL" -log log.lammps "$@"
   "$PY" "$HERE/analyze_nve.py" --log log.lammps --out "$OUT/results" ${DEVICE:+--device "$DEVICE"}
