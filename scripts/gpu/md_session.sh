@@ -4,7 +4,7 @@
 #       (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels, `timer timeout WALL_S`,
 #       default 690) in its own process session on the last GPU, so that it outlives this call; runs the MD
 #       throughput benchmark (bench/md) on GPU 0 while the test suite builds, then the tests (run_gpu.sh) on the
-#       last GPU, then an A/B MD run with BATMOBILE_RADIAL_MODE=1. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
+#       last GPU, then A/B MD runs with BATMOBILE_RADIAL_MODE=1 and BATMOBILE_INTERACTION_TEAM=32. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
 #       made its later cases fail to start (seen on the H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] kernel benchmark (bench/run_gpu_bench.sh), the NVE
 #       energy-drift run and a per-kernel profile (bench/profile) on GPU 0, then waits at most MAXWAIT_S (default
@@ -46,6 +46,10 @@ if [ "$MODE" = start ]; then
   CUDA_VISIBLE_DEVICES=0 BATMOBILE_RADIAL_MODE=1 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:200:single" \
     BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
     "$OUT/md_radial1" > "$OUT/md_radial1.log" 2>&1
+  say "A/B: MD without the edge split (BATMOBILE_INTERACTION_TEAM=32: one thread per channel, C = 32)"
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_INTERACTION_TEAM=32 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:200:single" \
+    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
+    "$OUT/md_team32" > "$OUT/md_team32.log" 2>&1
   say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
 fi

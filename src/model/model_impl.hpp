@@ -227,6 +227,7 @@ struct Model<T, ExecSpace>::FusedState {
   std::vector<kernels::InteractionWork<T, ExecSpace>> work;  // per layer: q, k, M, Z saved for the adjoint
   Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions in T for the kernels
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom;
+  int team_size = 0;  // fused kernels' team size, 0 = automatic
 };
 
 template <class T, class ExecSpace>
@@ -377,6 +378,12 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     // see src/kernels/interaction.hpp). Host back-ends ignore it.
     if (const char* mode = std::getenv("BATMOBILE_RADIAL_MODE"))
       for (auto& prm : fused_->params) prm.radial_mode = std::atoi(mode) == 1 ? 1 : 0;
+    // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
+    // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
+    // keep one thread per team (their thread count may be below C).
+    const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+    if (const char* team = std::getenv("BATMOBILE_INTERACTION_TEAM"))
+      if (!host) fused_->team_size = std::max(0, std::atoi(team));
   }
 }
 
@@ -449,7 +456,7 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph) {
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
     kernels::interaction_forward<T, ExecSpace, decltype(Lc)::value, true>(
-        g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t]);
+        g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t], fused_->team_size);
   });
 }
 
@@ -459,7 +466,7 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edge
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
     kernels::interaction_backward<T, ExecSpace, decltype(Lc)::value, true>(
         g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
-        fused_->f, fused_->vatom, fused_->work[t]);
+        fused_->f, fused_->vatom, fused_->work[t], fused_->team_size);
   });
 }
 
