@@ -11,6 +11,8 @@
 #       420) for the water run and copies its log, RDFs and analysis (results/gOO.png, summary.json) to OUTDIR.
 # With one GPU everything shares GPU 0 (the benchmark numbers then include the water run's load).
 # State between the two calls: $BATMOBILE_CACHE (default /tmp/batmobile-cache) and /tmp/bm_session.
+# Worst-case durations: start ~3 min build + 270 s MD bench (tests build and run meanwhile) + 2 x 60 s A/B
+# (about 575 s); finish ~3.5 min + the wait for the water run.
 set -uo pipefail
 MODE=${1:?usage: md_session.sh start|finish OUTDIR [seconds]}
 OUT=$(mkdir -p "${2:?usage: md_session.sh start|finish OUTDIR [seconds]}" && cd "$2" && pwd)
@@ -35,7 +37,7 @@ if [ "$MODE" = start ]; then
     > "$S/water216.out" 2>&1 < /dev/null &
   echo $! > "$S/water.pid"
   say "MD benchmark on GPU 0; tests build meanwhile (nice)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=100 timeout 300 \
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=90 timeout 270 \
     bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
   MDP=$!
   CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="build_lammps md_probe water_nve bench" \
@@ -43,12 +45,12 @@ if [ "$MODE" = start ]; then
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
   say "A/B: MD with the team-GEMM radial path of the fused kernels (BATMOBILE_RADIAL_MODE=1)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_RADIAL_MODE=1 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:200:single" \
-    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_RADIAL_MODE=1 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
+    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
     "$OUT/md_radial1" > "$OUT/md_radial1.log" 2>&1
   say "A/B: MD without the edge split (BATMOBILE_INTERACTION_TEAM=32: one thread per channel, C = 32)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_INTERACTION_TEAM=32 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:200:single" \
-    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 150 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
+  CUDA_VISIBLE_DEVICES=0 BATMOBILE_INTERACTION_TEAM=32 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
+    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
     "$OUT/md_team32" > "$OUT/md_team32.log" 2>&1
   say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
