@@ -14,6 +14,7 @@
 //   envelope(d, rc, &du)               polynomial envelope p = 6 and its derivative
 //   bessel(n, d, rc, &dB)              B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d and its derivative
 //   silu(x, &ds)
+//   runs_on_host<ExecSpace>            true for host back-ends (Serial, OpenMP): one thread per team there
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -24,6 +25,11 @@ namespace batmobile {
 namespace kernels {
 
 KOKKOS_INLINE_FUNCTION constexpr int num_sh(int L) { return (L + 1) * (L + 1); }
+
+// Host back-ends loop channels in one thread per team; GPUs give a team several threads.
+template <class ExecSpace>
+inline constexpr bool runs_on_host =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
 
 struct PathLs {
   int l1, l2, l3;

@@ -141,8 +141,7 @@ struct ConvEdgeWeights {
 
   template <class Tag>
   void launch(const char* name, int n) const {
-    const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename exec::memory_space>::accessible;
-    Kokkos::TeamPolicy<exec, Tag> pol(n, host ? 1 : C);
+    Kokkos::TeamPolicy<exec, Tag> pol(n, runs_on_host<exec> ? 1 : C);
     pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch::shmem_size(C, NV)));
     Kokkos::parallel_for(name, pol, *this);
   }

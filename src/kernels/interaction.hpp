@@ -846,8 +846,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool gemm = Tag::gemm && kern.prm.radial_mode == 1;
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 1 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0 or 1 and radial_chunk 0, 2, 4 or 8");
-  const bool host =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Kern::exec::memory_space>::accessible;
+  const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
   if (team_size == 0 && !host) {

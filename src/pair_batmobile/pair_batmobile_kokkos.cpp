@@ -15,6 +15,7 @@
 #include "force.h"
 #include "kokkos.h"
 #include "memory_kokkos.h"
+#include "kernels/common.hpp"
 #include "model/model.hpp"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
@@ -122,8 +123,7 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   kk->model_d.reset();
   kk->model_f.reset();
   // auto: the fused kernels on GPUs, the per-edge reference on host back-ends (faster there)
-  const bool on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
-  const bool fused = kernels_choice == 0 || (kernels_choice < 0 && !on_host);
+  const bool fused = kernels_choice == 0 || (kernels_choice < 0 && !batmobile::kernels::runs_on_host<Exec>);
   const auto backend = fused ? batmobile::EdgeBackend::Fused : batmobile::EdgeBackend::Reference;
   if (single_precision)
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
