@@ -235,6 +235,10 @@ Model<T, ExecSpace>::~Model() = default;
 
 template <class T, class ExecSpace>
 Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend_(backend), hyper_(file.hyper) {
+  // Node kernels' team size; BATMOBILE_NODE_TEAM overrides it (tests run the multi-thread team path on OpenMP).
+  const char* node_team_env = std::getenv("BATMOBILE_NODE_TEAM");
+  node_team_ = node_team_env ? std::max(1, std::atoi(node_team_env))
+                             : (kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
   const ModelHyper& hp = hyper_;
   auto& md = d_;
   md.L = hp.L;
@@ -381,9 +385,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
     // keep one thread per team (their thread count may be below C).
-    const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
     if (const char* team = std::getenv("BATMOBILE_INTERACTION_TEAM"))
-      if (!host) fused_->team_size = std::max(0, std::atoi(team));
+      if (!kernels::runs_on_host<ExecSpace>) fused_->team_size = std::max(0, std::atoi(team));
   }
 }
 
@@ -548,10 +551,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // on host back-ends one thread per team.
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchT = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  const bool on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
-  // BATMOBILE_NODE_TEAM overrides the team size (tests run the multi-thread team path on OpenMP with it).
-  const char* team_env = std::getenv("BATMOBILE_NODE_TEAM");
-  const int node_team = team_env ? std::max(1, std::atoi(team_env)) : (on_host ? 1 : kNodeTeam);
+  const int node_team = node_team_;
   auto node_policy = [node_team](int n, size_t bytes) {
     return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
