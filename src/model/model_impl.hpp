@@ -114,16 +114,9 @@ KOKKOS_INLINE_FUNCTION void radial_hidden(const D& md, int lb, const T* B, T* a1
 // Radial MLP: a1 = W1 B + b1 (pre-activation, H), R0 = W2 silu(a1) (2PC, without envelope).
 template <class T, class D>
 KOKKOS_INLINE_FUNCTION void radial_mlp(const D& md, int lb, const T* B, T* a1, T* R0) {
-  const T* W1 = &md.w(lb + md.o_W1);
-  const T* b1 = &md.w(lb + md.o_b1);
-  const T* W2 = &md.w(lb + md.o_W2);
+  radial_hidden<T>(md, lb, B, a1);
   T s1[kMaxH];
-  for (int h = 0; h < md.H; ++h) {
-    T acc = b1[h];
-    for (int n = 0; n < md.NB; ++n) acc += W1[h * md.NB + n] * B[n];
-    a1[h] = acc;
-    s1[h] = silu(acc);
-  }
+  for (int h = 0; h < md.H; ++h) s1[h] = silu(a1[h]);
   // axpy form over the contiguous rows of W2^T: vectorises without reassociating a reduction
   const T* W2t = &md.w(lb + md.o_W2t);
   const int out = 2 * md.P * md.C;
@@ -133,7 +126,19 @@ KOKKOS_INLINE_FUNCTION void radial_mlp(const D& md, int lb, const T* B, T* a1, T
     const T* row = W2t + h * out;
     for (int o = 0; o < out; ++o) R0[o] += row[o] * sh;
   }
-  (void)W2;
+}
+
+// Radial outputs of edge e in the adjoint passes: the row the forward pass cached when it was kept, else
+// recomputed into R0; a1 (pre-activations, needed for the derivative) is filled either way.
+template <class T, class D, class Cache>
+KOKKOS_INLINE_FUNCTION const T* radial_outputs(const D& md, int lb, const T* B, T* a1, T* R0, bool cached,
+                                               const Cache& rcache, int e) {
+  if (cached) {
+    radial_hidden<T>(md, lb, B, a1);
+    return &rcache(e, 0);
+  }
+  radial_mlp<T>(md, lb, B, a1, R0);
+  return R0;
 }
 
 // out[k3][c] += TP(hj, w)[k3][c] (w = P x C path weights, envelope already applied by the caller's scale).
@@ -896,13 +901,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int j = snd(e);
             const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
             edge_geometry<T>(md, xi, xj, true, g);
-            const T* R0p = R0;
-            if (use_rcache) {
-              radial_hidden<T>(md, lb, g.B, a1);
-              R0p = &rcache(e, 0);
-            } else {
-              radial_mlp<T>(md, lb, g.B, a1, R0);
-            }
+            const T* R0p = radial_outputs<T>(md, lb, g.B, a1, R0, use_rcache, rcache, e);
             const T* hj = &h(j, 0);
             for (int x_ = 0; x_ < KC; ++x_) V[x_] = 0;
             tensor_product<T>(md, hj, R0p + P * C, g.env, g.Y, V);
@@ -992,13 +991,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int i = erecv(e);
             const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
             edge_geometry<T>(md, xi, xj, false, g);
-            const T* R0p = R0;
-            if (use_rcache) {
-              radial_hidden<T>(md, lb, g.B, a1);
-              R0p = &rcache(e, 0);
-            } else {
-              radial_mlp<T>(md, lb, g.B, a1, R0);
-            }
+            const T* R0p = radial_outputs<T>(md, lb, g.B, a1, R0, use_rcache, rcache, e);
             for (int n = 0; n < md.nnz; ++n) {
               const int k1 = md.cg_k1(n), k3 = md.cg_k3(n), p = md.cg_path(n);
               const T cy = md.cg_coef(n) * g.Y[md.cg_k2(n)] * g.env;
