@@ -625,11 +625,8 @@ TEST(Interaction, RotationTranslationPermutation) {
       }
 }
 
-// Energy continuity at the cutoff: a neighbour crossing r_c changes m and o continuously.
-TEST(Interaction, ContinuousAtCutoff) {
-  constexpr int L = 2;
-  std::mt19937 rng(31);
-  Model M = make_model(L, rng);
+// Receiver 0 with senders 1 (fixed) and 2 (at the origin: the tests move it across r_c), random features.
+System one_receiver_two_senders(int K, int C, std::mt19937& rng) {
   System S;
   S.n_recv = 1;
   S.n_total = 3;
@@ -637,8 +634,17 @@ TEST(Interaction, ContinuousAtCutoff) {
   S.recv = {0, 0};
   S.send = {1, 2};
   std::normal_distribution<double> g(0, 1);
-  S.h.resize(3 * 9 * M.C);
+  S.h.resize(3 * K * C);
   for (double& v : S.h) v = g(rng);
+  return S;
+}
+
+// Energy continuity at the cutoff: a neighbour crossing r_c changes m and o continuously.
+TEST(Interaction, ContinuousAtCutoff) {
+  constexpr int L = 2;
+  std::mt19937 rng(31);
+  Model M = make_model(L, rng);
+  System S = one_receiver_two_senders(num_sh(L), M.C, rng);
   double prev_o = 0, prev_m = 0;
   for (int t = 0; t < 2; ++t) {
     const double d = M.rc + (t == 0 ? -1e-4 : 1e-4);
@@ -679,15 +685,7 @@ TEST(Interaction, ContinuousWhenMaxLogitNeighbourLeaves) {
   std::mt19937 rng(37);
   Model M = make_model(L, rng);
   const int K = num_sh(L), C = M.C;
-  System S;
-  S.n_recv = 1;
-  S.n_total = 3;
-  S.x = {0, 0, 0, 1.0, 0.5, 0.2, 0, 0, 0};
-  S.recv = {0, 0};
-  S.send = {1, 2};
-  std::normal_distribution<double> g(0, 1);
-  S.h.resize(3 * K * C);
-  for (double& v : S.h) v = g(rng);
+  System S = one_receiver_two_senders(K, C, rng);
   // scalar features of atom 2 along Wk_0^T q_0: its head-0 logit is beta * |Wk_0^T q_0|^2 / sqrt(dk) (B(r_c) = 0)
   std::vector<double> dir(C, 0.0);
   for (int e = 0; e < M.dk; ++e) {
@@ -702,6 +700,7 @@ TEST(Interaction, ContinuousWhenMaxLogitNeighbourLeaves) {
   const double beta = (s_other + 5.0) / unit;  // leaver's logit 5 above the other neighbour's
   for (int c = 0; c < C; ++c) S.h[2 * K * C + c] = beta * dir[c];
   ASSERT_GT(test_logit(M, S.h, 0, 2, 0, M.rc), s_other + 4.0);
+  std::normal_distribution<double> g(0, 1);
   std::vector<double> gm(K * C), go(K * C);
   for (double& v : gm) v = g(rng);
   for (double& v : go) v = g(rng);
