@@ -44,14 +44,13 @@ if [ "$MODE" = start ]; then
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-310} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
-  say "A/B: MD with the team-GEMM radial path of the fused kernels (BATMOBILE_RADIAL_MODE=1)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_RADIAL_MODE=1 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
-    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
-    "$OUT/md_radial1" > "$OUT/md_radial1.log" 2>&1
-  say "A/B: MD without the edge split (BATMOBILE_INTERACTION_TEAM=32: one thread per channel, C = 32)"
-  CUDA_VISIBLE_DEVICES=0 BATMOBILE_INTERACTION_TEAM=32 BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
-    BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
-    "$OUT/md_team32" > "$OUT/md_team32.log" 2>&1
+  # A/B on 648 and 10,368 atoms: the team-GEMM radial path of the fused kernels, and no edge split (C = 32)
+  for ab in BATMOBILE_RADIAL_MODE=1:md_radial1 BATMOBILE_INTERACTION_TEAM=32:md_team32; do
+    say "A/B: MD with ${ab%%:*}"
+    CUDA_VISIBLE_DEVICES=0 env "${ab%%:*}" BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
+      BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
+      "$OUT/${ab#*:}" > "$OUT/${ab#*:}.log" 2>&1
+  done
   say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
 fi

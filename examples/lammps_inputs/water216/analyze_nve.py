@@ -10,33 +10,11 @@ Exit status 1 if |drift| exceeds the bound or the run is missing.
 import argparse
 import json
 import os
-import re
 import sys
 
 import numpy as np
 
-
-def last_run_thermo(text):
-    """Rows (dicts) of the last thermo block and the last 'timesteps/s' figure."""
-    blocks, header, rows = [], None, []
-    for line in text.splitlines():
-        tok = line.split()
-        if tok and tok[0] == "Step":
-            if rows:
-                blocks.append(rows)
-            header, rows = tok, []
-            continue
-        if header and len(tok) == len(header):
-            try:
-                rows.append(dict(zip(header, (float(x) for x in tok))))
-            except ValueError:
-                header = None
-        elif header and tok[:1] == ["Loop"]:
-            header = None
-    if rows:
-        blocks.append(rows)
-    perf = re.findall(r"Performance:.*?([0-9.eE+-]+) timesteps/s", text)
-    return (blocks[-1] if blocks else []), (float(perf[-1]) if perf else None)
+from lammps_log import thermo_blocks, timesteps_per_second
 
 
 def main():
@@ -47,7 +25,9 @@ def main():
     ap.add_argument("--bound", type=float, default=0.5, help="allowed |drift| in meV/atom/ps")
     ap.add_argument("--device", default="")
     a = ap.parse_args()
-    rows, sps = last_run_thermo(open(a.log).read())
+    text = open(a.log).read()
+    blocks = thermo_blocks(text)
+    rows, sps = (blocks[-1] if blocks else []), timesteps_per_second(text)
     if len(rows) < 3 or "TotEng" not in rows[0]:
         print(f"analyze_nve: no NVE thermo rows with TotEng in {a.log}", file=sys.stderr)
         return 1

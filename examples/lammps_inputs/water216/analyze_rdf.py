@@ -13,9 +13,10 @@ import argparse
 import glob
 import json
 import os
-import re
 
 import numpy as np
+
+from lammps_log import thermo_blocks, timesteps_per_second
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.environ.get("BATMOBILE_SHARED_DATA", os.path.join(HERE, "..", "..", "..", "data"))  # bundled data/water
@@ -34,23 +35,10 @@ def read_rdf_blocks(path):
 
 
 def read_log(path):
-    """Mean temperature of the production thermo rows and the timesteps/s LAMMPS reported (last run)."""
+    """(step, temperature) of every thermo row and the timesteps/s LAMMPS reported (last run)."""
     text = open(path).read()
-    perf = re.findall(r"Performance:.*?([0-9.eE+-]+) timesteps/s", text)
-    temps, header = [], None
-    for line in text.splitlines():
-        tok = line.split()
-        if tok and tok[0] == "Step":
-            header = tok
-            continue
-        if header and len(tok) == len(header):
-            try:
-                row = dict(zip(header, (float(x) for x in tok)))
-            except ValueError:
-                header = None
-                continue
-            temps.append((row["Step"], row.get("Temp", np.nan)))
-    return temps, (float(perf[-1]) if perf else None)
+    temps = [(row["Step"], row.get("Temp", np.nan)) for rows in thermo_blocks(text) for row in rows]
+    return temps, timesteps_per_second(text)
 
 
 def dft_frames_goo(data_dir, r_max=6.0, dr=0.02):
