@@ -4,12 +4,15 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "atom_kokkos.h"
 #include "atom_masks.h"
 #include "comm.h"
+#include "comm_kokkos.h"
 #include "domain.h"
 #include "error.h"
 #include "force.h"
@@ -23,55 +26,153 @@
 
 using namespace LAMMPS_NS;
 
+namespace LAMMPS_NS {
+namespace batmobile_kk {
+
+// What the multi-rank ghost exchanges of one batmobile/kk instance share with its LAMMPS pack/unpack callbacks.
+template <class Exec>
+struct FeatureComm {
+  using ViewD = Kokkos::View<double **, Kokkos::LayoutRight, Exec>;
+  using ViewF = Kokkos::View<float **, Kokkos::LayoutRight, Exec>;
+  // the feature view pack/unpack_forward_comm_kokkos work on, set only during a device forward exchange
+  enum Target { None, Double, Float } target = None;
+  ViewD d;
+  ViewF f;
+  void point_to(ViewD v) { release(); d = v; target = Double; }
+  void point_to(ViewF v) { release(); f = v; target = Float; }
+  void release() { d = ViewD(); f = ViewF(); target = None; }
+  // LAMMPS callbacks invoked so far (pack_forward_comm_kokkos, pack_forward_comm, pack_reverse_comm)
+  long pack_kokkos = 0, pack_host = 0, pack_reverse = 0;
+  // exchanges in the current compute(), by the callbacks their data went through (the pair's pvector)
+  int fwd_device = 0, fwd_host = 0, reverse = 0;
+};
+
+// Row pack/unpack between a feature view (rows n_all, width w) and LAMMPS's flat double buffer, one value per
+// thread so that neighbouring GPU threads touch neighbouring features. Plain copies: every buffer slot and every
+// unpacked row is written by exactly one thread (LAMMPS's receive ranges do not overlap).
+template <class Exec, class List, class Buf, class V>
+int pack_feature_rows(int n, List list, int iswap, Buf buf, V h)
+{
+  const int w = static_cast<int>(h.extent(1));
+  Kokkos::parallel_for(
+      "bm_kk_pack_features", Kokkos::RangePolicy<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
+        const int q = k / w, x = k - q * w;
+        buf(k) = static_cast<double>(h(list(iswap, q), x));
+      });
+  return n * w;
+}
+
+template <class Exec, class Buf, class V>
+void unpack_feature_rows(int n, int first, Buf buf, V h)
+{
+  using T = typename V::non_const_value_type;
+  const int w = static_cast<int>(h.extent(1));
+  Kokkos::parallel_for(
+      "bm_kk_unpack_features", Kokkos::RangePolicy<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
+        const int q = k / w, x = k - q * w;
+        h(first + q, x) = static_cast<T>(buf(k));
+      });
+}
+
+}    // namespace batmobile_kk
+}    // namespace LAMMPS_NS
+
 namespace {
 
-// Ghost features through LAMMPS's host-side pair communication; device data goes through a host mirror.
+// Sets pair->execution_space for one LAMMPS communication call and restores it (also when the call throws).
+// CommKokkos picks its pair path from it: Host -> CommBrick with the host callbacks, Device -> its device path.
+class ScopedExecutionSpace {
+ public:
+  ScopedExecutionSpace(Pair *pair, ExecutionSpace space) : pair_(pair), saved_(pair->execution_space) {
+    pair->execution_space = space;
+  }
+  ~ScopedExecutionSpace() { pair_->execution_space = saved_; }
+
+ private:
+  Pair *pair_;
+  ExecutionSpace saved_;
+};
+
+// Ghost features through LAMMPS's pair communication (several ranks).
+//  forward: where LAMMPS does pair forward communication on the device (CommKokkos, comm/pair/forward device) and
+//    the style runs on LMPDeviceType, through pack/unpack_forward_comm_kokkos on the feature view itself; otherwise
+//    through a host mirror and the host callbacks.
+//  reverse: LAMMPS 29Sep2021 has only the host reverse pair communication: through a host mirror.
 template <class T, class Exec>
 class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
  public:
   using typename batmobile::GhostExchange<T, Exec>::FeatureView;
-  KokkosLammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
+  KokkosLammpsExchange(PairBatmobile *pair, LAMMPS *lmp, batmobile_kk::FeatureComm<Exec> *state,
+                       bool runs_on_lmp_device) :
+      pair_(pair), lmp_(lmp), state_(state), runs_on_lmp_device_(runs_on_lmp_device) {}
   void forward(FeatureView h) override {
+    check_width(h, pair_->comm_forward);
+    auto *comm_kk = dynamic_cast<CommKokkos *>(lmp_->comm);
+    if (runs_on_lmp_device_ && comm_kk && !comm_kk->forward_pair_comm_classic) {
+      // CommKokkos takes its device path only for a pair whose execution_space is Device; in host-only Kokkos
+      // builds LMPDeviceType is a host space and maps to Host, so Device is set for this call (the pack/unpack
+      // kernels then run on that host space).
+      const long before = state_->pack_kokkos;
+      state_->point_to(h);
+      {
+        ScopedExecutionSpace space(pair_, Device);
+        lmp_->comm->forward_comm_pair(pair_);
+      }
+      state_->release();
+      if (state_->pack_kokkos > before) ++state_->fwd_device;
+      return;
+    }
+    const long before = state_->pack_host;
     auto hh = Kokkos::create_mirror_view(h);
     Kokkos::deep_copy(hh, h);
     target(hh);
-    with_host_comm([&] { lmp_->comm->forward_comm_pair(pair_); });
+    {
+      ScopedExecutionSpace space(pair_, Host);
+      lmp_->comm->forward_comm_pair(pair_);
+    }
     Kokkos::deep_copy(h, hh);
+    if (state_->pack_host > before) ++state_->fwd_host;
   }
   void reverse(FeatureView dh) override {
+    check_width(dh, pair_->comm_reverse);
+    const long before = state_->pack_reverse;
     auto hh = Kokkos::create_mirror_view(dh);
     Kokkos::deep_copy(hh, dh);
     target(hh);
-    with_host_comm([&] { lmp_->comm->reverse_comm_pair(pair_); });
+    {
+      ScopedExecutionSpace space(pair_, Host);
+      lmp_->comm->reverse_comm_pair(pair_);
+    }
     const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
     for (int n = nlocal; n < nall; ++n)
       for (size_t x = 0; x < hh.extent(1); ++x) hh(n, x) = 0;
     Kokkos::deep_copy(dh, hh);
+    if (state_->pack_reverse > before) ++state_->reverse;
   }
 
  private:
+  // LAMMPS sizes its buffers from comm_forward/comm_reverse (K*C values per atom, set in load_model)
+  static void check_width(const FeatureView &v, int comm_size) {
+    if (static_cast<int>(v.extent(1)) != comm_size)
+      throw std::runtime_error("ghost feature rows of width " + std::to_string(v.extent(1)) +
+                               " but the pair communication size is " + std::to_string(comm_size));
+  }
   template <class V>
   void target(V v) {
     pair_->comm_target.point_to(v.data(), static_cast<int>(v.extent(1)));
   }
-  // CommKokkos sends a device pair through its device pack path; our buffers are host mirrors, so the
-  // communication is done as for a host pair (CommBrick path with host pack/unpack).
-  template <class F>
-  void with_host_comm(F f) {
-    const ExecutionSpace saved = pair_->execution_space;
-    pair_->execution_space = Host;
-    f();
-    pair_->execution_space = saved;
-  }
   PairBatmobile *pair_;
   LAMMPS *lmp_;
+  batmobile_kk::FeatureComm<Exec> *state_;
+  bool runs_on_lmp_device_;
 };
 
 }    // namespace
 
 // The ghost exchange in use: on one MPI rank every ghost is a periodic image of an owned atom, so features are
 // copied on the device through an image -> owner map (rebuilt when LAMMPS re-neighbours); on several ranks LAMMPS's
-// pair communication moves them through host buffers.
+// pair communication moves them (KokkosLammpsExchange: forward on the device where LAMMPS does it, reverse through
+// host buffers).
 template <class T, class Exec>
 struct ExchangeChoice {
   std::unique_ptr<KokkosLammpsExchange<T, Exec>> comm;
@@ -90,6 +191,7 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   std::unique_ptr<batmobile::Model<float, Exec>> model_f;
   ExchangeChoice<double, Exec> exchange_d;
   ExchangeChoice<float, Exec> exchange_f;
+  batmobile_kk::FeatureComm<Exec> comm_state;  // shared by exchange_d/f.comm and the pack/unpack callbacks
   int images_nlocal = -1, images_nall = -1;  // the atom counts the image map was built for
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
@@ -105,12 +207,16 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   datamask_read = X_MASK | F_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+  // exchange statistics of the last compute() for `compute pair` (see the header)
+  nextra = 3;
+  pvector = new double[nextra]();
 }
 
 template <class DeviceType>
 PairBatmobileKokkos<DeviceType>::~PairBatmobileKokkos()
 {
   if (copymode) return;
+  delete[] pvector;
   memoryKK->destroy_kokkos(k_eatom, eatom);
   memoryKK->destroy_kokkos(k_vatom, vatom);
   kk.reset();
@@ -129,8 +235,10 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
   else
     kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf, backend);
-  kk->exchange_d.comm = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp);
-  kk->exchange_f.comm = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp);
+  // LAMMPS's device pair communication hands over LMPDeviceType buffers: only that instantiation can use it
+  const bool on_lmp_device = std::is_same<DeviceType, LMPDeviceType>::value;
+  kk->exchange_d.comm = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp, &kk->comm_state, on_lmp_device);
+  kk->exchange_f.comm = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp, &kk->comm_state, on_lmp_device);
   kk->exchange_d.images.reset();
   kk->exchange_f.images.reset();
   kk->images_nlocal = kk->images_nall = -1;
@@ -260,7 +368,12 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
 
   // The image map needs atom IDs (atom_modify id no leaves them all 0); without them LAMMPS's communication is used.
   if (comm->nprocs == 1 && atom->tag_enable) update_image_exchange(nlocal, nall);
+  auto &cs = I.comm_state;
+  cs.fwd_device = cs.fwd_host = cs.reverse = 0;
   batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
+  pvector[0] = cs.fwd_device;
+  pvector[1] = cs.fwd_host;
+  pvector[2] = cs.reverse;
   auto &res = I.results;
 
   auto rf = res.f;
@@ -322,6 +435,50 @@ void PairBatmobileKokkos<DeviceType>::update_image_exchange(int nlocal, int nall
     I.exchange_d.images = std::make_unique<batmobile::IndexMapGhostExchange<double, Exec>>(nlocal, owner);
   I.images_nlocal = nlocal;
   I.images_nall = nall;
+}
+
+// CommKokkos's device forward pair communication (forward_comm_pair_device): rows list(iswap, 0..n-1) of the
+// current layer's features into buf, as doubles. pbc is not needed: features are invariant under translation.
+template <class DeviceType>
+int PairBatmobileKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_2d k_sendlist, int iswap,
+                                                               DAT::tdual_xfloat_1d &k_buf, int, int *)
+{
+  auto &cs = kk->comm_state;
+  ++cs.pack_kokkos;
+  auto list = k_sendlist.view<DeviceType>();
+  auto buf = k_buf.view<DeviceType>();
+  if (cs.target == cs.Double) return batmobile_kk::pack_feature_rows<DeviceType>(n, list, iswap, buf, cs.d);
+  if (cs.target == cs.Float) return batmobile_kk::pack_feature_rows<DeviceType>(n, list, iswap, buf, cs.f);
+  error->one(FLERR, "pair_style batmobile/kk: device forward communication without a feature exchange in progress");
+  return 0;
+}
+
+// ... and buf into the ghost rows first..first+n-1 (in the model's precision).
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first, DAT::tdual_xfloat_1d &k_buf)
+{
+  auto &cs = kk->comm_state;
+  auto buf = k_buf.view<DeviceType>();
+  if (cs.target == cs.Double)
+    batmobile_kk::unpack_feature_rows<DeviceType>(n, first, buf, cs.d);
+  else if (cs.target == cs.Float)
+    batmobile_kk::unpack_feature_rows<DeviceType>(n, first, buf, cs.f);
+  else
+    error->one(FLERR, "pair_style batmobile/kk: device forward communication without a feature exchange in progress");
+}
+
+template <class DeviceType>
+int PairBatmobileKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *buf, int pbc_flag, int *pbc)
+{
+  ++kk->comm_state.pack_host;
+  return PairBatmobile::pack_forward_comm(n, list, buf, pbc_flag, pbc);
+}
+
+template <class DeviceType>
+int PairBatmobileKokkos<DeviceType>::pack_reverse_comm(int n, int first, double *buf)
+{
+  ++kk->comm_state.pack_reverse;
+  return PairBatmobile::pack_reverse_comm(n, first, buf);
 }
 
 namespace LAMMPS_NS {
