@@ -11,6 +11,9 @@ Tests:
                       kk_fused | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
+  kk_comm             batmobile/kk on 1, 2, 4 ranks with LAMMPS's device forward pair communication (and on 2 ranks
+                      with the host one) agrees with batmobile; `compute pair` counts which path the exchanges took
+  kk_md N [PATH]      40-step trajectory of batmobile/kk on N ranks follows batmobile (PATH: comm/pair/forward)
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
   errors              every bad input stops with its documented message
   nve                 short NVE run of the water box; reports the energy drift
@@ -57,15 +60,16 @@ class Env:
         return re.search(rf"\b{re.escape(name)}\b", out) is not None
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False):
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=()):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
     cmd = [env.lmp, "-in", "in.test", "-log", "log.lammps", "-screen", "none" if not expect_fail else "none"]
     if gpu or (kokkos and env.vars.get("BACKEND") == "cuda"):  # a CUDA build runs every /kk style on the GPU
-        cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
+        cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full", *kokkos_pk]
     elif kokkos:
-        cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
+        cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full",
+                *kokkos_pk]
     if nranks > 1:
         mpirun = shutil.which("mpirun")
         if mpirun is None:
@@ -138,9 +142,15 @@ def observe(env, **kw):
     kokkos = kw.pop("kokkos", False)
     threads = kw.pop("threads", 1)
     gpu = kw.pop("gpu", False)
+    kokkos_pk = kw.pop("kokkos_pk", ())
+    exchanges = kw.pop("exchanges", False)  # batmobile/kk's exchange counts (compute pair; pair_batmobile_kokkos.h)
     pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if plugin else ""
-    _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + OBSERVE, nranks=nranks, kokkos=kokkos,
-                          threads=threads, gpu=gpu)
+    obs = OBSERVE
+    if exchanges:
+        obs = obs.replace("thermo_style custom step pe c_sumpe", "compute bmx all pair batmobile\n"
+                          "thermo_style custom step pe c_sumpe c_bmx[1] c_bmx[2] c_bmx[3]")
+    _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + obs, nranks=nranks, kokkos=kokkos,
+                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk)
     row = thermo_rows(log)[-1]
     lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
     start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
@@ -152,6 +162,7 @@ def observe(env, **kw):
         "forces": d[:, 1:4],
         "atomic_energies": d[:, 4],
         "atomic_virial": -d[:, 5:11] / NKTV2P,
+        "exchanges": tuple(int(row[f"c_bmx[{k}]"]) for k in (1, 2, 3)) if exchanges else None,
     }
 
 
@@ -283,6 +294,52 @@ def test_kk(env):
     print("PASS")
 
 
+def test_kk_comm(env):
+    """batmobile/kk's ghost-feature exchange on several ranks: forward through CommKokkos's device pair communication
+    (pack/unpack_forward_comm_kokkos; `package kokkos comm/pair/forward device`, the default with GPUs) or through
+    host buffers (`host`, the default of host-only builds), reverse through LAMMPS's host reverse communication.
+    `compute pair batmobile` reports per step, summed over ranks, the forward exchanges packed by
+    pack_forward_comm_kokkos, those packed by the host pack_forward_comm, and the reverse exchanges: the test checks
+    that each run took the path it asked for, and that its results equal batmobile's (CPU style, one rank, double;
+    1e-4 for single precision), the two forward paths bit for bit. One rank uses the device image map (no LAMMPS
+    exchange: all counts 0). With a 2-layer model each rank exchanges forward and reverse once per step."""
+    if not env.has_style("batmobile/kk"):
+        skip("this lmp has no batmobile/kk")
+    layers = 2  # T of the test model (make_lammps_reference.py)
+    default_path = "device" if env.vars.get("BACKEND") == "cuda" else "host"
+    cpu = observe(env)
+    ok = True
+    results = {}
+    for nranks, path, precision in ((1, "device", None), (2, "device", None), (4, "device", None), (2, "host", None),
+                                    (2, None, None), (2, "device", "single"), (2, "host", "single")):
+        pk = ("comm/pair/forward", path) if path else ()
+        got = observe(env, kokkos=True, threads=1, nranks=nranks, kokkos_pk=pk, exchanges=True, precision=precision)
+        name = (f"batmobile/kk {precision or 'double'} {nranks} rank{'s' if nranks > 1 else ''}, "
+                f"forward {path or 'default'}")
+        results[(nranks, path, precision)] = got
+        per_step = nranks * (layers - 1)
+        if nranks == 1:
+            want = (0, 0, 0)
+        elif (path or default_path) == "device":
+            want = (per_step, 0, per_step)
+        else:
+            want = (0, per_step, per_step)
+        print(f"  {name}: exchanges (device forward, host forward, reverse) {got['exchanges']}, expected {want}")
+        ok &= got["exchanges"] == want
+        ok &= compare(f"{name} vs batmobile", got, cpu, 1e-4 if precision else 1e-10)
+    # the same decomposition through either forward path: the same numbers, to the last bit
+    for precision in (None, "single"):
+        a, b = results[(2, "device", precision)], results[(2, "host", precision)]
+        same = all(np.array_equal(np.asarray(a[k]), np.asarray(b[k]))
+                   for k in ("energy", "forces", "atomic_energies", "virial", "atomic_virial"))
+        print(f"  {precision or 'double'}, 2 ranks, device vs host forward path: "
+              f"{'bitwise identical' if same else 'DIFFERENT'}")
+        ok &= same
+    if not ok:
+        fail("batmobile/kk exchange paths")
+    print("PASS")
+
+
 def test_fd(env):
     h = 1e-4
     atoms = [1, 2, 100, 333]
@@ -399,10 +456,12 @@ run {steps}
     print("PASS")
 
 
-def test_kk_md(env, nranks=1):
+def test_kk_md(env, nranks=1, forward=None):
     """batmobile/kk follows the batmobile trajectory through re-neighbouring (small skin, every step): on one rank
     the ghost features go through the device image map rebuilt at each re-neighbouring, on several ranks through
-    LAMMPS's pair communication with atoms migrating between ranks."""
+    LAMMPS's pair communication with atoms migrating between ranks. forward: LAMMPS's comm/pair/forward setting
+    (device or host; its default when not given); when given, every thermo step's forward exchanges must have taken
+    that path (compute pair, as in kk_comm)."""
     if not env.has_style("batmobile/kk"):
         skip("this lmp has no batmobile/kk")
     # cold and short: the seeded random model is not a water model and pulls atoms together when hot
@@ -417,9 +476,13 @@ thermo_modify format float %.15g
 run 40
 """
     rows = {}
-    for name, kw in (("batmobile", {}), ("batmobile/kk", dict(kokkos=True, threads=1 if nranks > 1 else 2,
-                                                             nranks=nranks))):
-        _, log, _ = run_lmp(env, base_script(env) + md, **kw)
+    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks,
+              kokkos_pk=("comm/pair/forward", forward) if forward else ())
+    # batmobile/kk with a given forward path also prints its forward exchanges through pack_forward_comm_kokkos
+    md_kk = md.replace("thermo_style custom step pe ke press",
+                       "compute bmx all pair batmobile\nthermo_style custom step pe ke press c_bmx[1] c_bmx[2]")
+    for name, kw, script in (("batmobile", {}, md), ("batmobile/kk", kk, md_kk if forward else md)):
+        _, log, _ = run_lmp(env, base_script(env) + script, **kw)
         rows[name] = thermo_rows(log)
         builds = re.findall(r"Neighbor list builds = (\d+)", log)
         print(f"  {name}: {len(rows[name])} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
@@ -428,6 +491,13 @@ run 40
     a, b = rows["batmobile"], rows["batmobile/kk"]
     if len(a) != len(b) or len(a) < 7:
         fail(f"thermo rows differ: {len(a)} vs {len(b)}")
+    if forward and nranks > 1:
+        per_step = nranks * 1  # the 2-layer test model: one forward exchange per rank and step
+        want = (per_step, 0) if forward == "device" else (0, per_step)
+        got = sorted({(int(r["c_bmx[1]"]), int(r["c_bmx[2]"])) for r in b})
+        print(f"  forward exchanges per step (device, host) at the thermo steps: {got}, expected {[want]}")
+        if got != [want]:
+            fail(f"the forward exchanges did not all go through the {forward} path")
     worst = 0.0
     for ra, rb in zip(a, b):
         for key in ("PotEng", "KinEng", "Press"):
@@ -449,7 +519,9 @@ def main():
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
      "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "slab": lambda: test_slab(env),
-     "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1)}[a.test]()
+     "kk_comm": lambda: test_kk_comm(env),
+     "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
+                                 a.args[1] if len(a.args) > 1 else None)}[a.test]()
 
 
 if __name__ == "__main__":
