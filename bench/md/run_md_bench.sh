@@ -36,6 +36,11 @@ for c in $CASES; do
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
   peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)
   sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" 2>/dev/null | tail -n1 | cut -d' ' -f1)
+  # the atom count LAMMPS ran, not the case label (a label that disagrees with rx*ry*rz once mislabelled a run)
+  ran=$(grep -oE "steps with [0-9]+ atoms" "$log" 2>/dev/null | tail -n1 | cut -d' ' -f3)
+  if [ -n "$ran" ] && [ "$ran" != "$n" ]; then
+    echo "[md-bench] WARNING: case labelled $n atoms ran $ran atoms; reporting $ran"; n=$ran
+  fi
   results+=("$n $rc ${sps:-nan} ${peak:-0} ${base:-0} $prec")
   echo "[md-bench] $n atoms $prec: rc=$rc ${sps:-?} steps/s, peak ${peak:-?} MiB"
   [ $rc -eq 0 ] || tail -n 5 "$log" 2>/dev/null
