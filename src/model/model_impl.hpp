@@ -383,8 +383,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
       if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
     }
-    // BATMOBILE_RADIAL_MODE=1 selects the team-GEMM radial path of the fused GPU kernels (A/B runs; default 0,
-    // see src/kernels/interaction.hpp). Host back-ends ignore it.
+    // BATMOBILE_RADIAL_MODE=0|1 picks the radial path of the fused GPU kernels (A/B runs; default 1, the team
+    // GEMM, see LayerParams in src/kernels/interaction.hpp). Host back-ends ignore it.
     if (const char* mode = std::getenv("BATMOBILE_RADIAL_MODE"))
       for (auto& prm : fused_->params) prm.radial_mode = std::atoi(mode) == 1 ? 1 : 0;
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
