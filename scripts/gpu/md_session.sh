@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The issue-5/6 GPU runs as two calls of <= 10 minutes on one warm GPU machine (repo root, .carry/ carried):
-#   scripts/gpu/md_session.sh start  OUTDIR [WALL_S]   builds LAMMPS+KOKKOS(CUDA); starts the 216-water NVT run
-#       (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels, `timer timeout WALL_S`,
-#       default 690) in its own process session on the last GPU, so that it outlives this call; runs the MD
-#       throughput benchmark (bench/md) on GPU 0 while the test suite builds, then the tests (run_gpu.sh) on the
-#       last GPU, then A/B MD runs with BATMOBILE_RADIAL_MODE=1 and BATMOBILE_INTERACTION_TEAM=32. run_gpu.sh must not rebuild LAMMPS here: relinking liblammps.so under the running benchmark
-#       made its later cases fail to start (seen on the H200, 2026-11-29).
-#   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] kernel benchmark (bench/run_gpu_bench.sh), the NVE
-#       energy-drift run and a per-kernel profile (bench/profile) on GPU 0, then waits at most MAXWAIT_S (default
-#       420) for the water run and copies its log, RDFs and analysis (results/gOO.png, summary.json) to OUTDIR.
-# With one GPU everything shares GPU 0 (the benchmark numbers then include the water run's load).
+# The GPU runs of a session as two calls of <= 10 minutes on one warm 2-GPU machine (repo root, .carry/ carried):
+#   scripts/gpu/md_session.sh start  OUTDIR [WALL_S]   builds LAMMPS+KOKKOS(CUDA) (3-5 min); with WALL_S > 0 starts
+#       the 216-water NVT run (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels,
+#       `timer timeout WALL_S`) in its own process session on the last GPU, so that it outlives this call; runs
+#       the MD throughput benchmark (bench/md) on GPU 0 while the test suite builds (run_gpu.sh, no ctest yet);
+#       then the A/B MD runs listed in BATMOBILE_MD_AB ("VAR=VALUE:name ...", e.g.
+#       "BATMOBILE_RADIAL_MODE=0:md_radial0"; none by default). run_gpu.sh must not rebuild LAMMPS here:
+#       relinking liblammps.so under the running benchmark made its later cases fail to start (H200, 2026-11-29).
+#   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
+#       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run and a per-kernel profile (bench/profile) run
+#       on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests and the water run and copies the
+#       water log, RDFs and analysis (results/gOO.png, summary.json) and restart files to OUTDIR.
+# With one GPU everything shares GPU 0 (the benchmark numbers then include the other jobs' load).
 # State between the two calls: $BATMOBILE_CACHE (default /tmp/batmobile-cache) and /tmp/bm_session.
-# Worst-case durations: start ~3 min build + 270 s MD bench (tests build and run meanwhile) + 2 x 60 s A/B
-# (about 575 s); finish ~3.5 min + the wait for the water run.
+# Durations seen on the H200 (2026-11-29): LAMMPS build 293 s, test build ~250 s, MD bench <= 270 s (so start
+# ~570 s without A/B runs: 60 s each); finish: ctest ~125 s beside kernel bench 93 s + NVE 90 s + profile 10 s.
 set -uo pipefail
 MODE=${1:?usage: md_session.sh start|finish OUTDIR [seconds]}
 OUT=$(mkdir -p "${2:?usage: md_session.sh start|finish OUTDIR [seconds]}" && cd "$2" && pwd)
@@ -26,26 +28,29 @@ gpu_name() { nvidia-smi -i "$1" --query-gpu=name --format=csv,noheader 2>/dev/nu
 T0=$(date +%s); say() { echo "[md_session $MODE +$(( $(date +%s) - T0 ))s] $*"; }
 
 if [ "$MODE" = start ]; then
-  WALL=${3:-690}
+  WALL=${3:-0}
   scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
   LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
   source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; exit 1; }
   echo "$LAMMPS_BUILD" > "$S/lammps_build"
-  say "LAMMPS built; water216 on GPU $LAST for at most ${WALL}s"
-  BATMOBILE_DEVICE_NAME="$(gpu_name $LAST)" CUDA_VISIBLE_DEVICES=$LAST setsid nohup \
-    examples/lammps_inputs/water216/run.sh "$LMP" "$S/water216" full -var walltime "$WALL" -var prec single "${KK[@]}" \
-    > "$S/water216.out" 2>&1 < /dev/null &
-  echo $! > "$S/water.pid"
+  rm -f "$S/water.pid"
+  if [ "$WALL" -gt 0 ]; then
+    say "LAMMPS built; water216 on GPU $LAST for at most ${WALL}s"
+    BATMOBILE_DEVICE_NAME="$(gpu_name $LAST)" CUDA_VISIBLE_DEVICES=$LAST setsid nohup \
+      examples/lammps_inputs/water216/run.sh "$LMP" "$S/water216" full -var walltime "$WALL" -var prec single "${KK[@]}" \
+      > "$S/water216.out" 2>&1 < /dev/null &
+    echo $! > "$S/water.pid"
+  fi
   say "MD benchmark on GPU 0; tests build meanwhile (nice)"
   CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=90 timeout 270 \
     bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
   MDP=$!
-  CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="build_lammps md_probe water_nve bench" \
+  CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="build_lammps ctest md_probe water_nve bench" \
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-310} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
-  # A/B on 648 and 10,368 atoms: the team-GEMM radial path of the fused kernels, and no edge split (C = 32)
-  for ab in BATMOBILE_RADIAL_MODE=1:md_radial1 BATMOBILE_INTERACTION_TEAM=32:md_team32; do
+  # A/B MD runs on 648 and 10,368 atoms, one per environment setting in BATMOBILE_MD_AB
+  for ab in ${BATMOBILE_MD_AB:-}; do
     say "A/B: MD with ${ab%%:*}"
     CUDA_VISIBLE_DEVICES=0 env "${ab%%:*}" BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
       BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
@@ -59,8 +64,13 @@ fi
 MAXWAIT=${3:-420}
 LAMMPS_BUILD=$(cat "$S/lammps_build"); source "$LAMMPS_BUILD/batmobile-build.env"
 export CUDA_VISIBLE_DEVICES=0
+B=$BATMOBILE_CACHE/build/test-cuda
+say "test suite on GPU $LAST (background)"
+( CUDA_VISIBLE_DEVICES=$LAST timeout "$MAXWAIT" ctest --test-dir "$B" -j 4 --output-on-failure --timeout 200 \
+    --output-junit "$OUT/ctest.xml" > "$OUT/ctest.log" 2>&1 ) &
+CTP=$!
 say "kernel benchmark"
-BATMOBILE_TEST_BUILD=$BATMOBILE_CACHE/build/test-cuda timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" > "$OUT/kbench.log" 2>&1
+BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" > "$OUT/kbench.log" 2>&1
 say "NVE drift run"
 BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \
   > "$OUT/nve.log" 2>&1
@@ -73,14 +83,19 @@ for c in 648:1:1:1:200 10368:2:2:4:40; do
     timeout 120 "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log "$OUT/profile_$n.log" -screen none -var data "$DATA" \
     -var pot potentials/water_dft.pt -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 -var prec single
 done
-say "waiting for water216 (at most ${MAXWAIT}s from the start of this call)"
+say "waiting for the tests"
+wait $CTP
+grep -hE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped" "$OUT/ctest.log" | head -n 20
+[ -f "$S/water.pid" ] && say "waiting for water216 (at most ${MAXWAIT}s from the start of this call)"
 PID=$(cat "$S/water.pid" 2>/dev/null)
-while [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt "$MAXWAIT" ]; do sleep 5; done
-kill -0 "$PID" 2>/dev/null && say "water216 still running: copying its partial output (analyse with analyze_rdf.py)"
-mkdir -p "$OUT/water216"
-cp "$S/water216.out" "$S/water216/"log*.lammps "$S/water216/"rdf*.dat "$OUT/water216/" 2>/dev/null
-# restart files (~60 KB each) so that a later session can continue the run: run.sh LMP OUT continue FILE
-cp "$S/water216/"water216_final.restart "$S/water216/"water216.restart.? "$OUT/water216/" 2>/dev/null
-cp -r "$S/water216/results" "$OUT/water216/" 2>/dev/null
+if [ -n "$PID" ]; then
+  while kill -0 "$PID" 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt "$MAXWAIT" ]; do sleep 5; done
+  kill -0 "$PID" 2>/dev/null && say "water216 still running: copying its partial output (analyse with analyze_rdf.py)"
+  mkdir -p "$OUT/water216"
+  cp "$S/water216.out" "$S/water216/"log*.lammps "$S/water216/"rdf*.dat "$OUT/water216/" 2>/dev/null
+  # restart files (~60 KB each) so that a later session can continue the run: run.sh LMP OUT continue FILE
+  cp "$S/water216/"water216_final.restart "$S/water216/"water216.restart.? "$OUT/water216/" 2>/dev/null
+  cp -r "$S/water216/results" "$OUT/water216/" 2>/dev/null
+fi
 say "done"; tail -n 4 "$OUT/kbench.log"; cat "$OUT/nve/results/nve_summary.json" 2>/dev/null; head -n 14 "$OUT/profile_648.txt" 2>/dev/null
 cat "$OUT/water216/results/summary.json" 2>/dev/null
