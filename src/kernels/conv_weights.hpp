@@ -66,18 +66,18 @@ struct ConvEdgeWeights {
 
   template <bool SENDER>
   KOKKOS_INLINE_FUNCTION void edge_adjoint(int e, int i, int j, int c, T* r, T* gr, T* ghj, T* gwe) const {
-    T Y[K], hj[K], we[P], go[KO], gY[K];
+    T Y[K], hj[K], gY[K];
     edge_vec(i, j, r);
     sh<L, T>(r, Y);
     for (int k = 0; k < K; ++k) {
       hj[k] = h(j, k, c);
       gY[k] = T(0);
     }
-    for (int p = 0; p < P; ++p) {
-      we[p] = w(e, p, c);
-      gwe[p] = T(0);
-    }
-    for (int k = 0; k < KO; ++k) go[k] = gout(i, k, c);
+    if (!SENDER)
+      for (int p = 0; p < P; ++p) gwe[p] = T(0);
+    // w and gout are read path by path where they are used (Strided), not preloaded: with all 34 weights and 32
+    // upstream values live at once both adjoint kernels ran out of registers and spilled.
+    const Strided<T> we{&w(e, 0, c), C}, go{&gout(i, 0, c), C};
     // the sender pass needs no dE/dw (written by the receiver pass)
     tp_adjoint<L, ALL, SENDER, false, T, !SENDER>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY, gwe, nullptr);
     gr[0] = gr[1] = gr[2] = T(0);
@@ -128,8 +128,8 @@ struct ConvEdgeWeights {
       for (int k = 0; k < K; ++k) ghj[k] = T(0);
       for (int s = s0; s < s1; ++s) {
         const int e = g.send_edges(s);
-        T r[3], gr[3], gwe[P];
-        edge_adjoint<true>(e, g.edge_receiver(e), j, c, r, gr, ghj, gwe);
+        T r[3], gr[3];
+        edge_adjoint<true>(e, g.edge_receiver(e), j, c, r, gr, ghj, nullptr);
         tally(acc, r, gr, -1.0);
       }
       for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];

@@ -114,6 +114,29 @@ struct EdgeRadial {
   T u, du;                        // envelope
 };
 
+// Radial mode 1: channel c's radial outputs of chunk edge t, read from the team's scratch where they are used
+// ([p] -> out(t, (first + p) C + c)) instead of being copied into registers first.
+template <class T, class Out>
+struct RadialColumn {
+  Out out;
+  int t, first, C, c;
+  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return out(t, (first + p) * C + c); }
+};
+
+// An output "array" for tp_adjoint's dE/dw_p that contracts at once with dw_p/dd: gw[p] += x adds x dw[p] to *gd
+// (the adjoint needs only dE/dd = sum_p dE/dw_p dw_p/dd), so that no per-path accumulators stay live.
+template <class T, class DW>
+struct ContractWithDw {
+  T* gd;
+  DW dw;
+  struct Term {
+    T* gd;
+    T f;
+    KOKKOS_INLINE_FUNCTION void operator+=(T x) const { *gd += x * f; }
+  };
+  KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, dw[p]}; }
+};
+
 // w = u(d) * W2 . s, with s = silu(W1 . B(d) + b1) precomputed per edge (shared by the team) and
 // sd = d s / d d; only this channel's output columns of W2 (read from W2t) are touched.
 template <class T, int P, bool TWO, bool GRAD, class Params, class Row>
@@ -628,29 +651,47 @@ struct InteractionKernel {
   }
 
   // dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
+  // Mode 1 reads the radial outputs from team scratch path by path (RadialColumn); mode 0 computes them into
+  // registers (EdgeRadial).
   template <bool SENDER, class Ch>
   KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
                                            T* gr, T* ghj, T* gs_out) const {
+    if constexpr (Ch::gemm) {
+      using Col = RadialColumn<T, decltype(ch.w)>;
+      const int C = prm.C;
+      T du;
+      const T u = envelope(d, prm.r_c, &du);
+      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, u, du, Col{ch.w, t, 0, C, c}, Col{ch.w, t, P, C, c},
+                                  Col{ch.dw, t, 0, C, c}, Col{ch.dw, t, P, C, c}, gr, ghj, gs_out);
+    } else {
+      EdgeRadial<T, P> R;
+      edge_radial<true>(ch, c, t, d, R);
+      const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
+      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, R.u, R.du, w, wv, dw, dwv, gr, ghj, gs_out);
+    }
+  }
+
+  template <bool SENDER, class Ch, class W, class DW>
+  KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
+                                                  T u, T du, const W& w, const W& wv, const DW& dw, const DW& dwv,
+                                                  T* gr, T* ghj, T* gs_out) const {
     T Y[K], hj[K], gmi[K], goi[K];
     sh<L, T>(r, Y);
     load_h(j, c, hj);
     for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
-    EdgeRadial<T, P> R;
-    edge_radial<true>(ch, c, t, d, R);
-    T gY[K], gw[P], gwv[P];
+    T gY[K];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
-    for (int p = 0; p < P; ++p) gw[p] = gwv[p] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
     if constexpr (ATTN) {
       T dg;
       const T s = logit(i, j, a, ch, t, &dg);
-      const bool inside = R.u > T(0);
-      const T ex = inside ? exp(s + log(R.u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
-      const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);       // Z >= 1 once the receiver has an edge
+      const bool inside = u > T(0);
+      const T ex = inside ? exp(s + log(u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
+      const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);     // Z >= 1 once the receiver has an edge
       pw = ex * inv;
-      T v[K], dummy[K];
-      for (int kk = 0; kk < K; ++kk) v[kk] = dummy[kk] = T(0);
-      tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(0), T(1), dummy, v);
+      T v[K];
+      for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
+      tp_fwd2<L, T>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
       T tt = T(0);
       for (int kk = 0; kk < K; ++kk) {
         goi[kk] = go(i, kk, c);
@@ -659,15 +700,13 @@ struct InteractionKernel {
       }
       const T ge = tt * inv;  // dE/d(e_ij); o does not depend on M, so no gradient flows through it
       gs = ge * ex;           // de/ds = e, de/du = e / u
-      if (inside) gd += gs * (R.du / R.u) + gs * dg;
+      if (inside) gd += gs * (du / u) + gs * dg;
     } else {
       for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
     }
-    tp_adjoint<L, false, SENDER, ATTN, T>(hj, Y, R.w, R.wv, gmi, goi, prm.inv_avg, pw, ghj, gY, gw, gwv);
-    for (int p = 0; p < P; ++p) {
-      gd += gw[p] * R.dw[p];
-      if (ATTN) gd += gwv[p] * R.dwv[p];
-    }
+    // dE/dw_p and dE/dwv_p go straight into gd = dE/dd (path order: w_p then wv_p, as a loop over p would add them)
+    const ContractWithDw<T, DW> gw{&gd, dw}, gwv{&gd, dwv};
+    tp_adjoint<L, false, SENDER, ATTN, T>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY, gw, gwv);
     for (int b = 0; b < 3; ++b) gr[b] = gd * r[b] / d;
     sh_vjp<L, T>(r, gY, gr);
     *gs_out = gs;
@@ -740,6 +779,9 @@ struct InteractionKernel {
       for (int start = s0; start < s1; start += ch.cap) {
         const int n = s1 - start < ch.cap ? s1 - start : ch.cap;
         prepare_chunk<SENDER, true>(team, ch, atom, start, n);
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
         for (int t = sl; t < n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
       }
       if (G) team.team_barrier();  // part and buf overlap the last chunk

@@ -29,8 +29,10 @@ KOKKOS_INLINE_FUNCTION void tp_fwd(const T* h, const T* Y, const T* w, T s, T* o
   });
 }
 
-template <int L, class T>
-KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const T* w, const T* wv, T sw, T sv, T* om, T* ov) {
+// om may be nullptr: then only ov is computed (the same arithmetic for ov).
+template <int L, class T, class W, class WV, class OM>
+KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const W& w, const WV& wv, T sw, T sv, OM om, T* ov) {
+  constexpr bool with_m = !std::is_same<OM, std::nullptr_t>::value;
   constexpr int P = num_paths(L, false);
   static_for<P>([&](auto I) {
     constexpr int p = decltype(I)::value;
@@ -38,17 +40,23 @@ KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const T* w, const T*
     T x[2 * q.l3 + 1];
     for (int m = 0; m < 2 * q.l3 + 1; ++m) x[m] = T(0);
     cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, false, p)), x);
-    const T a = sw * w[p], b = sv * wv[p];
-    for (int m = 0; m < 2 * q.l3 + 1; ++m) {
-      om[q.l3 * q.l3 + m] += a * x[m];
-      ov[q.l3 * q.l3 + m] += b * x[m];
+    const T b = sv * wv[p];
+    if constexpr (with_m) {
+      const T a = sw * w[p];
+      for (int m = 0; m < 2 * q.l3 + 1; ++m) om[q.l3 * q.l3 + m] += a * x[m];
     }
+    for (int m = 0; m < 2 * q.l3 + 1; ++m) ov[q.l3 * q.l3 + m] += b * x[m];
   });
 }
 
-template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true>
-KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const T* w, const T* wv, const T* gm, const T* go,
-                                       T cm, T cv, T* gh, T* gY, T* gw, T* gwv) {
+// w, wv, gm, go may be register arrays (T*) or any indexable accessor, e.g. Strided over a global view: each
+// path then loads its weight and its (2 l3 + 1) upstream values where it uses them, so that they need not all be
+// live in registers at once (the conv adjoint kernels spill otherwise). gw, gwv: anything with gw[p] += x (T*, or a
+// proxy that contracts dE/dw_p at once, see ContractWithDw in interaction.hpp).
+template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class W, class WV, class GM, class GO,
+          class GW, class GWV>
+KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const WV& wv, const GM& gm, const GO& go,
+                                       T cm, T cv, T* gh, T* gY, GW gw, GWV gwv) {
   constexpr int P = num_paths(L, ALL);
   static_for<P>([&](auto I) {
     constexpr int p = decltype(I)::value;
@@ -59,18 +67,31 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const T* w, const
     const T alpha = T(path_alpha(L, ALL, p));
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
-    if constexpr (NEED_W) gw[p] += cm * alpha * CG::dot(hb, Yb, gm + o);
+    T gb[n3];
+    for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
+    if constexpr (NEED_W) gw[p] += cm * alpha * CG::dot(hb, Yb, gb);
     // Combined upstream of both weight sets for this path: one adjoint call per path.
     T G[n3];
-    for (int m = 0; m < n3; ++m) G[m] = cm * w[p] * gm[o + m];
+    const T wp = cm * w[p];
+    for (int m = 0; m < n3; ++m) G[m] = wp * gb[m];
     if constexpr (TWO) {
-      if constexpr (NEED_W) gwv[p] += cv * alpha * CG::dot(hb, Yb, go + o);
-      for (int m = 0; m < n3; ++m) G[m] += cv * wv[p] * go[o + m];
+      for (int m = 0; m < n3; ++m) gb[m] = go[o + m];
+      if constexpr (NEED_W) gwv[p] += cv * alpha * CG::dot(hb, Yb, gb);
+      const T wvp = cv * wv[p];
+      for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
     }
     if constexpr (NEED_H) CG::adj_a(G, Yb, alpha, gh + q.l1 * q.l1);
     CG::adj_b(hb, G, alpha, gY + q.l2 * q.l2);
   });
 }
+
+// Read-only strided access p[k * stride]: one channel's column of a LayoutRight (.., K, C) view row.
+template <class T>
+struct Strided {
+  const T* p;
+  int stride;
+  KOKKOS_INLINE_FUNCTION T operator[](int k) const { return p[k * stride]; }
+};
 
 }  // namespace kernels
 }  // namespace batmobile
