@@ -92,6 +92,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("raw"); ap.add_argument("potential"); ap.add_argument("data"); ap.add_argument("out")
     ap.add_argument("--reference-max-atoms", type=int, default=100000)
+    ap.add_argument("--fit-failed", type=int, default=0,
+                    help="atoms of the first box of the BATMOBILE_MD_FIT search that failed (0: none failed / no search)")
     a = ap.parse_args()
     x, types, box = read_lammps_data(a.data)
     reps = {648: (1, 1, 1), 10368: (2, 2, 4), 97200: (5, 5, 6)}
@@ -120,9 +122,13 @@ def main():
         if sps and case["reference_steps_per_second"]:
             case["speedup_vs_reference"] = sps / case["reference_steps_per_second"]
         cases.append(case)
+    if a.fit_failed:
+        note = (f"max_atoms_single_gpu is the largest box that ran; the next one tried, {a.fit_failed} atoms, "
+                "failed (see its log): the limit lies between them")
+    else:
+        note = "max_atoms_single_gpu is the largest case that ran, not a searched limit"
     doc = {"device": device, "potential": os.path.basename(a.potential), "cases": cases,
-           "max_atoms_single_gpu": max_ok,
-           "note": "max_atoms_single_gpu is the largest case that ran, not a searched limit"}
+           "max_atoms_single_gpu": max_ok, "first_failed_atoms": a.fit_failed or None, "note": note}
     json.dump(doc, open(a.out, "w"), indent=1)
     print(json.dumps(doc, indent=1))
 

@@ -7,6 +7,8 @@
 #   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
 #   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
 #   BATMOBILE_MD_REFERENCE_MAX_ATOMS  largest case timed with the PyTorch reference too (default 20000)
+#   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
+#                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
@@ -20,17 +22,16 @@ CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
 read -r -a ACCEL <<<"${LMP_ARGS:--k on g 1 -sf kk -pk kokkos newton on neigh half}"
 smi() { nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits "$@" 2>/dev/null; }
 results=()
-for c in $CASES; do
-  IFS=: read -r n rx ry rz ns prec <<<"$c"
-  tag=${n}_${prec}
-  log=$OUT/md_${tag}.log
+run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; appends to results, returns its rc
+  local n=$1 rx=$2 ry=$3 rz=$4 ns=$5 prec=$6 nwarm=$7
+  local tag=${n}_${prec} log=$OUT/md_${n}_${prec}.log base mon rc peak sps ran
   base=$(smi | head -n1)
   # nvidia-smi itself in the background (not a function's subshell): `kill $mon` must stop the sampler
   nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/mem_${tag}.txt" 2>/dev/null &
   mon=$!
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
-     -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 \
+     -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
      -var prec "$prec"
   rc=$?
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
@@ -44,7 +45,20 @@ for c in $CASES; do
   results+=("$n $rc ${sps:-nan} ${peak:-0} ${base:-0} $prec")
   echo "[md-bench] $n atoms $prec: rc=$rc ${sps:-?} steps/s, peak ${peak:-?} MiB"
   [ $rc -eq 0 ] || tail -n 5 "$log" 2>/dev/null
+  return $rc
+}
+for c in $CASES; do
+  IFS=: read -r n rx ry rz ns prec <<<"$c"
+  run_case "$n" "$rx" "$ry" "$rz" "$ns" "$prec" 5
+done
+# Largest box on one GPU: BATMOBILE_MD_FIT="rx:ry:rz ..." (increasing), 2 steps each after 1 warm-up, until the
+# first one that fails (out of memory or over BATMOBILE_MD_CASE_TIMEOUT): that size bounds the search.
+fit_failed=0
+for f in ${BATMOBILE_MD_FIT:-}; do
+  IFS=: read -r rx ry rz <<<"$f"
+  n=$(( 648 * rx * ry * rz ))
+  if ! run_case "$n" "$rx" "$ry" "$rz" 2 single 1; then fit_failed=$n; break; fi
 done
 printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
 timeout 120 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
-  --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}"
+  --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}" --fit-failed "$fit_failed"
