@@ -1,6 +1,7 @@
 // Template implementation of model.hpp; included by model.cpp (explicit instantiations) only.
 #pragma once
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -762,7 +763,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
 
   // ------------------------------------------------------------------ readout and its adjoint
   auto hT = h_[md.T_layers];
-  auto dh = dh_;  // adjoint w.r.t. the output of the current layer
+  auto dh = dh_;          // adjoint w.r.t. the output of the current layer
+  auto dhin = dh_prev_;  // adjoint w.r.t. its input; the two swap roles after each layer
   double energy = 0;
   const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
   auto eatom = out.eatom;
@@ -817,7 +819,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
-    auto dhin = dh_prev_;  // adjoint w.r.t. the input h of layer t
     Kokkos::deep_copy(dhin, T(0));
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
     Kokkos::parallel_for(
@@ -1012,7 +1013,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     }
     // Ghost rows of layer t's input are copies of owners' layer t-1 outputs: fold their adjoints.
     if (t > 0 && exchange) exchange->reverse(dhin);
-    Kokkos::deep_copy(dh, dhin);
+    std::swap(dh, dhin);  // layer t's input adjoint is layer t-1's output adjoint (no copy)
   }
 
   // ------------------------------------------------------------------ forces and virial from per-edge dE/dr

@@ -58,10 +58,10 @@ def export_contract(model, path, header_overrides=None, drop=None):
     torch.jit.save(torch.jit.script(_module_tree(buffers)), path)
 
 
-def make_model():
-    hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=2, C=8, T=2, NB=6, H=12, A=2, dk=4, Hr=8,
+def make_model(T=2, seed=1234):
+    hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=2, C=8, T=T, NB=6, H=12, A=2, dk=4, Hr=8,
                          avg_num_neighbors=12.0, energy_scale=0.7, min_distance=0.8)
-    model = BatmobileModel(hp, seed=1234)
+    model = BatmobileModel(hp, seed=seed)
     with torch.no_grad():
         model.E_ref.copy_(torch.tensor([-2.5, -0.4]))
         # non-trivial biases and norm gains so that every term of the adjoint is exercised
@@ -130,6 +130,12 @@ def main(outdir):
     for name, (pos, cell, pbc, species) in configurations().items():
         write_ref(os.path.join(outdir, f"ref_{name}.txt"), pos, cell, pbc, species,
                   reference(model, pos, cell, pbc, species))
+    # three layers: the adjoint's per-layer buffers alternate twice, ghost features are exchanged twice
+    model3 = make_model(T=3, seed=4321)
+    export_contract(model3, os.path.join(outdir, "model_t3_double.pt"))
+    pos, cell, pbc, species = configurations()["periodic"]
+    write_ref(os.path.join(outdir, "ref_t3_periodic.txt"), pos, cell, pbc, species,
+              reference(model3, pos, cell, pbc, species))
     pos, cell, pbc, species = leaver_configuration(model)
     write_ref(os.path.join(outdir, "ref_leaver.txt"), pos, cell, pbc, species, reference(model, pos, cell, pbc, species))
     python_package_fixtures(model, outdir)

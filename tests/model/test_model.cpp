@@ -118,6 +118,11 @@ TEST_P(ModelReference, PeriodicDouble) { compare_with_reference<double>("periodi
 TEST_P(ModelReference, ClusterDouble) { compare_with_reference<double>("cluster", 1e-9, GetParam()); }
 TEST_P(ModelReference, PeriodicFloat) { compare_with_reference<float>("periodic", 1e-4, GetParam()); }
 TEST_P(ModelReference, ClusterFloat) { compare_with_reference<float>("cluster", 1e-4, GetParam()); }
+// three layers (the other fixtures have two): every layer-to-layer hand-over of features and adjoints is exercised
+TEST_P(ModelReference, ThreeLayersPeriodic) {
+  compare_with_reference<double>("t3_periodic", 1e-9, GetParam(), "model_t3_double.pt");
+  compare_with_reference<float>("t3_periodic", 1e-4, GetParam(), "model_t3_double.pt");
+}
 // The model exported by the Python package (batmobile.export) and its fixture tool (python -m batmobile.fixtures).
 TEST_P(ModelReference, PythonPackageFixturesDouble) {
   for (const char* c : {"py_water", "py_distorted", "py_isolated", "py_cutoff"})
