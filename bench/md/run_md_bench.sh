@@ -7,6 +7,7 @@
 #   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
 #   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
 #   BATMOBILE_MD_REFERENCE_MAX_ATOMS  largest case timed with the PyTorch reference too (default 20000)
+#   BATMOBILE_MD_RANKS  MPI ranks, one GPU each (default 1; peak memory is then that of BATMOBILE_GPU_INDEX only)
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
@@ -19,7 +20,14 @@ mkdir -p "$OUT"
 CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
 GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
-read -r -a ACCEL <<<"${LMP_ARGS:--k on g 1 -sf kk -pk kokkos newton on neigh half}"
+# BATMOBILE_MD_RANKS=N: N MPI ranks, one GPU each (LAMMPS's domain decomposition; multi-GPU scaling)
+RANKS=${BATMOBILE_MD_RANKS:-1}
+read -r -a ACCEL <<<"${LMP_ARGS:--k on g $RANKS -sf kk -pk kokkos newton on neigh half}"
+LAUNCH=()
+if [ "$RANKS" -gt 1 ]; then
+  LAUNCH=(mpirun -np "$RANKS" --oversubscribe)
+  [ "$(id -u)" = 0 ] && LAUNCH+=(--allow-run-as-root)
+fi
 smi() { nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits "$@" 2>/dev/null; }
 results=()
 run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; appends to results, returns its rc
@@ -30,7 +38,7 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; 
   nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/mem_${tag}.txt" 2>/dev/null &
   mon=$!
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
-  timeout "$CASE_TIMEOUT" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
+  timeout "$CASE_TIMEOUT" "${LAUNCH[@]}" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
      -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
      -var prec "$prec"
   rc=$?
