@@ -10,6 +10,7 @@
 #include "kernels/interaction.hpp"
 #include "kernels/sh.hpp"
 #include "model/model.hpp"
+#include "model/sender_csr.hpp"
 
 namespace batmobile {
 namespace model_detail {
@@ -479,60 +480,6 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edge
   });
 }
 
-// Sender-grouped CSR of the receiver-grouped edge list, on the device: edge -> receiver, per-sender offsets and
-// edge ids. Integer counters only (index bookkeeping, not the physics kernels); each sender's segment is then
-// sorted by edge id so the order -- and every floating-point sum over it -- is the same on every run.
-// (A free function: CUDA forbids extended lambdas in private member functions.)
-template <class ExecSpace>
-void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, ExecSpace>& roff,
-                      const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
-                      const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
-                      const Kokkos::View<int*, ExecSpace>& fill) {
-  using Policy = Kokkos::RangePolicy<ExecSpace>;
-  Kokkos::deep_copy(Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
-  int bad = 0;
-  Kokkos::parallel_reduce(
-      "bm_csr_count", Policy(0, nl),
-      KOKKOS_LAMBDA(int i, int& nbad) {
-        for (int e = roff(i); e < roff(i + 1); ++e) {
-          erecv(e) = i;
-          const int j = snd(e);
-          if (j < 0 || j >= na) {
-            ++nbad;
-            continue;
-          }
-          Kokkos::atomic_increment(&soff(j + 1));
-        }
-      },
-      bad);
-  if (bad) throw std::runtime_error("Batmobile model: sender index out of range");
-  Kokkos::parallel_scan(
-      "bm_csr_scan", Policy(0, na + 1), KOKKOS_LAMBDA(int j, int& acc, bool final) {
-        acc += soff(j);
-        if (final) {
-          soff(j) = acc;
-          if (j < na) fill(j) = 0;
-        }
-      });
-  Kokkos::parallel_for(
-      "bm_csr_fill", Policy(0, n_edges), KOKKOS_LAMBDA(int e) {
-        const int j = snd(e);
-        sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
-      });
-  Kokkos::parallel_for(
-      "bm_csr_sort", Policy(0, na), KOKKOS_LAMBDA(int j) {  // insertion sort: segments hold tens of edges
-        for (int a = soff(j) + 1; a < soff(j + 1); ++a) {
-          const int v = sedge(a);
-          int b = a - 1;
-          while (b >= soff(j) && sedge(b) > v) {
-            sedge(b + 1) = sedge(b);
-            --b;
-          }
-          sedge(b + 1) = v;
-        }
-      });
-}
-
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
                                   Results<ExecSpace>& out) {
@@ -567,7 +514,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-  build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_);
+  // a warp per atom is plenty for tens of edges
+  build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_,
+                              std::min(node_team, 32));
   auto erecv = edge_recv_;
   auto soff = send_offsets_;
   auto sedge = send_edges_;

@@ -10,6 +10,7 @@
 #include "model/graph_builder.hpp"
 #include "model/model.hpp"
 #include "model/model_file.hpp"
+#include "model/sender_csr.hpp"
 
 using namespace batmobile;
 using Exec = Kokkos::DefaultExecutionSpace;
@@ -248,6 +249,54 @@ TEST_P(ModelInvariance, RotationTranslationPermutation) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModelInvariance, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
                          [](const auto& info) { return info.param == EdgeBackend::Fused ? "fused" : "reference"; });
+
+// The sender CSR against a host construction: every edge once, under its sender, in increasing edge order, for
+// the one-thread path (host back-ends) and the team rank-sort path (GPUs; team sizes > 1 run it here too), with a
+// segment longer than the team scratch (insertion-sort fallback) and an out-of-range sender.
+TEST(SenderCsr, SortedCompleteAndChecked) {
+  const int nl = 300, na = 420;
+  std::vector<int> roff_h(nl + 1, 0), snd_h;
+  unsigned seed = 12345;
+  auto rnd = [&seed](int n) { seed = seed * 1103515245u + 12345u; return int((seed >> 8) % unsigned(n)); };
+  for (int i = 0; i < nl; ++i) {
+    const int deg = rnd(60);
+    for (int k = 0; k < deg; ++k) snd_h.push_back(rnd(na));
+    if (i % 3 == 0) snd_h.push_back(7);  // atom 7 sends to 100 receivers (> 64 below: the fallback path)
+    roff_h[i + 1] = static_cast<int>(snd_h.size());
+  }
+  const int ne = static_cast<int>(snd_h.size());
+  auto to_dev = [](const std::vector<int>& v) {
+    Kokkos::View<int*, Exec> d("v", v.size());
+    auto h = Kokkos::create_mirror_view(d);
+    for (size_t k = 0; k < v.size(); ++k) h(k) = v[k];
+    Kokkos::deep_copy(d, h);
+    return d;
+  };
+  auto roff = to_dev(roff_h), snd = to_dev(snd_h);
+  for (int team : {1, 2, 4, 7}) {
+    if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
+    Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
+    build_sender_csr<Exec>(nl, na, ne, roff, snd, erecv, soff, sedge, fill, team, 64);
+    auto er = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), erecv);
+    auto so = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), soff);
+    auto se = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sedge);
+    std::vector<std::vector<int>> want(na);
+    for (int i = 0; i < nl; ++i)
+      for (int e = roff_h[i]; e < roff_h[i + 1]; ++e) {
+        want[snd_h[e]].push_back(e);
+        ASSERT_EQ(er(e), i) << "team " << team;
+      }
+    ASSERT_EQ(so(0), 0);
+    for (int j = 0; j < na; ++j) {
+      ASSERT_EQ(so(j + 1) - so(j), static_cast<int>(want[j].size())) << "team " << team << " sender " << j;
+      for (size_t k = 0; k < want[j].size(); ++k) ASSERT_EQ(se(so(j) + k), want[j][k]) << "team " << team;
+    }
+  }
+  snd_h[5] = na;  // out of range
+  auto bad = to_dev(snd_h);
+  Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
+  EXPECT_THROW(build_sender_csr<Exec>(nl, na, ne, roff, bad, erecv, soff, sedge, fill, 2), std::runtime_error);
+}
 
 // The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
 TEST(ModelRadialCache, SameResultWithoutCache) {
