@@ -131,11 +131,17 @@ void PairBatmobile::settings(int narg, char **arg)
       else
         error->all(FLERR, "pair_style batmobile: unknown kernels '{}' (use fused or reference)", arg[iarg + 1]);
       iarg += 2;
+    } else if (const int used = settings_keyword(narg - iarg, arg + iarg)) {
+      iarg += used;
     } else {
-      error->all(FLERR, "pair_style batmobile: unknown keyword '{}' (usage: pair_style batmobile [precision double|single] [kernels fused|reference])",
-                 arg[iarg]);
+      error->all(FLERR, "pair_style batmobile: unknown keyword '{}' (usage: {})", arg[iarg], settings_usage());
     }
   }
+}
+
+const char *PairBatmobile::settings_usage() const
+{
+  return "pair_style batmobile [precision double|single] [kernels fused|reference]";
 }
 
 void PairBatmobile::load_model(const std::string &path)

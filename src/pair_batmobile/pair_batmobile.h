@@ -72,6 +72,10 @@ class PairBatmobile : public Pair {
   void load_model(const std::string &path);
   // Builds the evaluators from the file (host models here; the KOKKOS variant builds them on its device).
   virtual void build_models(const batmobile::ModelFile &file);
+  // pair_style keywords of a derived style: how many words of arg[0..narg) it took (0: not one of its keywords),
+  // and the usage line for unknown keywords.
+  virtual int settings_keyword(int /*narg*/, char ** /*arg*/) { return 0; }
+  virtual const char *settings_usage() const;
 };
 
 }    // namespace LAMMPS_NS
