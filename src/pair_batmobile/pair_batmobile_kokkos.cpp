@@ -1,8 +1,10 @@
 // pair_style batmobile/kk: see pair_batmobile_kokkos.h.
 #include "pair_batmobile_kokkos.h"
 #include "pair_batmobile_common.h"
+#include "pair_batmobile_kokkos_comm.h"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -26,61 +28,10 @@
 
 using namespace LAMMPS_NS;
 
-namespace LAMMPS_NS {
-namespace batmobile_kk {
-
-// What the multi-rank ghost exchanges of one batmobile/kk instance share with its LAMMPS pack/unpack callbacks.
-template <class Exec>
-struct FeatureComm {
-  using ViewD = Kokkos::View<double **, Kokkos::LayoutRight, Exec>;
-  using ViewF = Kokkos::View<float **, Kokkos::LayoutRight, Exec>;
-  // the feature view pack/unpack_forward_comm_kokkos work on, set only during a device forward exchange
-  enum Target { None, Double, Float } target = None;
-  ViewD d;
-  ViewF f;
-  void point_to(ViewD v) { release(); d = v; target = Double; }
-  void point_to(ViewF v) { release(); f = v; target = Float; }
-  void release() { d = ViewD(); f = ViewF(); target = None; }
-  // LAMMPS callbacks invoked so far (pack_forward_comm_kokkos, pack_forward_comm, pack_reverse_comm)
-  long pack_kokkos = 0, pack_host = 0, pack_reverse = 0;
-  // exchanges in the current compute(), by the callbacks their data went through (the pair's pvector)
-  int fwd_device = 0, fwd_host = 0, reverse = 0;
-};
-
-// Row pack/unpack between a feature view (rows n_all, width w) and LAMMPS's flat double buffer, one value per
-// thread so that neighbouring GPU threads touch neighbouring features. Plain copies: every buffer slot and every
-// unpacked row is written by exactly one thread (LAMMPS's receive ranges do not overlap).
-template <class Exec, class List, class Buf, class V>
-int pack_feature_rows(int n, List list, int iswap, Buf buf, V h)
-{
-  const int w = static_cast<int>(h.extent(1));
-  Kokkos::parallel_for(
-      "bm_kk_pack_features", Kokkos::RangePolicy<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
-        const int q = k / w, x = k - q * w;
-        buf(k) = static_cast<double>(h(list(iswap, q), x));
-      });
-  return n * w;
-}
-
-template <class Exec, class Buf, class V>
-void unpack_feature_rows(int n, int first, Buf buf, V h)
-{
-  using T = typename V::non_const_value_type;
-  const int w = static_cast<int>(h.extent(1));
-  Kokkos::parallel_for(
-      "bm_kk_unpack_features", Kokkos::RangePolicy<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
-        const int q = k / w, x = k - q * w;
-        h(first + q, x) = static_cast<T>(buf(k));
-      });
-}
-
-}    // namespace batmobile_kk
-}    // namespace LAMMPS_NS
-
 namespace {
 
 // Sets pair->execution_space for one LAMMPS communication call and restores it (also when the call throws).
-// CommKokkos picks its pair path from it: Host -> CommBrick with the host callbacks, Device -> its device path.
+// CommKokkos picks its pair path from it: Host -> CommBrick with the host callbacks.
 class ScopedExecutionSpace {
  public:
   ScopedExecutionSpace(Pair *pair, ExecutionSpace space) : pair_(pair), saved_(pair->execution_space) {
@@ -93,36 +44,19 @@ class ScopedExecutionSpace {
   ExecutionSpace saved_;
 };
 
-// Ghost features through LAMMPS's pair communication (several ranks).
-//  forward: where LAMMPS does pair forward communication on the device (CommKokkos, comm/pair/forward device) and
-//    the style runs on LMPDeviceType, through pack/unpack_forward_comm_kokkos on the feature view itself; otherwise
-//    through a host mirror and the host callbacks.
-//  reverse: LAMMPS 29Sep2021 has only the host reverse pair communication: through a host mirror.
+// Ghost features through LAMMPS's host forward/reverse pair communication (ghost_comm lammps, comm_style tiled):
+// the whole feature array through a host mirror and PairBatmobile's pack/unpack callbacks. Counted only when the
+// callbacks ran (host_packs: forward packs, reverse packs so far).
 template <class T, class Exec>
 class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
  public:
   using typename batmobile::GhostExchange<T, Exec>::FeatureView;
-  KokkosLammpsExchange(PairBatmobile *pair, LAMMPS *lmp, batmobile_kk::FeatureComm<Exec> *state,
-                       bool runs_on_lmp_device) :
-      pair_(pair), lmp_(lmp), state_(state), runs_on_lmp_device_(runs_on_lmp_device) {}
+  KokkosLammpsExchange(PairBatmobile *pair, LAMMPS *lmp, const long *host_packs,
+                       batmobile_kk::ExchangeCounts *counts) :
+      pair_(pair), lmp_(lmp), host_packs_(host_packs), counts_(counts) {}
   void forward(FeatureView h) override {
     check_width(h, pair_->comm_forward);
-    auto *comm_kk = dynamic_cast<CommKokkos *>(lmp_->comm);
-    if (runs_on_lmp_device_ && comm_kk && !comm_kk->forward_pair_comm_classic) {
-      // CommKokkos takes its device path only for a pair whose execution_space is Device; in host-only Kokkos
-      // builds LMPDeviceType is a host space and maps to Host, so Device is set for this call (the pack/unpack
-      // kernels then run on that host space).
-      const long before = state_->pack_kokkos;
-      state_->point_to(h);
-      {
-        ScopedExecutionSpace space(pair_, Device);
-        lmp_->comm->forward_comm_pair(pair_);
-      }
-      state_->release();
-      if (state_->pack_kokkos > before) ++state_->fwd_device;
-      return;
-    }
-    const long before = state_->pack_host;
+    const long before = host_packs_[0];
     auto hh = Kokkos::create_mirror_view(h);
     Kokkos::deep_copy(hh, h);
     target(hh);
@@ -131,11 +65,11 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
       lmp_->comm->forward_comm_pair(pair_);
     }
     Kokkos::deep_copy(h, hh);
-    if (state_->pack_host > before) ++state_->fwd_host;
+    if (host_packs_[0] > before) ++counts_->lammps_forward;
   }
   void reverse(FeatureView dh) override {
     check_width(dh, pair_->comm_reverse);
-    const long before = state_->pack_reverse;
+    const long before = host_packs_[1];
     auto hh = Kokkos::create_mirror_view(dh);
     Kokkos::deep_copy(hh, dh);
     target(hh);
@@ -147,7 +81,7 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
     for (int n = nlocal; n < nall; ++n)
       for (size_t x = 0; x < hh.extent(1); ++x) hh(n, x) = 0;
     Kokkos::deep_copy(dh, hh);
-    if (state_->pack_reverse > before) ++state_->reverse;
+    if (host_packs_[1] > before) ++counts_->lammps_reverse;
   }
 
  private:
@@ -163,25 +97,22 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
   }
   PairBatmobile *pair_;
   LAMMPS *lmp_;
-  batmobile_kk::FeatureComm<Exec> *state_;
-  bool runs_on_lmp_device_;
+  const long *host_packs_;
+  batmobile_kk::ExchangeCounts *counts_;
 };
 
 }    // namespace
 
-// The ghost exchange in use: on one MPI rank every ghost is a periodic image of an owned atom, so features are
-// copied on the device through an image -> owner map (rebuilt when LAMMPS re-neighbours); on several ranks LAMMPS's
-// pair communication moves them (KokkosLammpsExchange: forward on the device where LAMMPS does it, reverse through
-// host buffers).
+// The ghost exchanges of one precision; `active` is the one this compute() uses (select_exchange): the image map
+// on one rank, the own swap exchange on several ranks with comm_style brick, LAMMPS's pair communication for
+// ghost_comm lammps and comm_style tiled.
 template <class T, class Exec>
 struct ExchangeChoice {
-  std::unique_ptr<KokkosLammpsExchange<T, Exec>> comm;
+  std::unique_ptr<KokkosLammpsExchange<T, Exec>> lammps;
+  std::unique_ptr<batmobile_kk::SwapGhostExchange<T, Exec>> swaps;
   std::unique_ptr<batmobile::IndexMapGhostExchange<T, Exec>> images;
-  batmobile::GhostExchange<T, Exec> *get() const
-  {
-    if (images) return images.get();
-    return comm.get();
-  }
+  batmobile::GhostExchange<T, Exec> *active = nullptr;
+  batmobile::GhostExchange<T, Exec> *get() const { return active; }
 };
 
 template <class DeviceType>
@@ -191,7 +122,9 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   std::unique_ptr<batmobile::Model<float, Exec>> model_f;
   ExchangeChoice<double, Exec> exchange_d;
   ExchangeChoice<float, Exec> exchange_f;
-  batmobile_kk::FeatureComm<Exec> comm_state;  // shared by exchange_d/f.comm and the pack/unpack callbacks
+  batmobile_kk::SwapPlan<Exec> swap_plan;  // CommBrick's swaps on the device, shared by exchange_d/f.swaps
+  batmobile_kk::ExchangeCounts counts;     // of the current compute() (pvector)
+  long host_packs[2] = {0, 0};             // host pack_forward_comm / pack_reverse_comm callbacks so far
   int images_nlocal = -1, images_nall = -1;  // the atom counts the image map was built for
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
@@ -208,7 +141,7 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   datamask_read = X_MASK | F_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
   // exchange statistics of the last compute() for `compute pair` (see the header)
-  nextra = 3;
+  nextra = 7;
   pvector = new double[nextra]();
 }
 
@@ -235,13 +168,37 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
   else
     kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf, backend);
-  // LAMMPS's device pair communication hands over LMPDeviceType buffers: only that instantiation can use it
-  const bool on_lmp_device = std::is_same<DeviceType, LMPDeviceType>::value;
-  kk->exchange_d.comm = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp, &kk->comm_state, on_lmp_device);
-  kk->exchange_f.comm = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp, &kk->comm_state, on_lmp_device);
-  kk->exchange_d.images.reset();
-  kk->exchange_f.images.reset();
-  kk->images_nlocal = kk->images_nall = -1;
+  KKImpl &I = *kk;
+  I.exchange_d.lammps = std::make_unique<KokkosLammpsExchange<double, Exec>>(this, lmp, I.host_packs, &I.counts);
+  I.exchange_f.lammps = std::make_unique<KokkosLammpsExchange<float, Exec>>(this, lmp, I.host_packs, &I.counts);
+  I.exchange_d.swaps = std::make_unique<batmobile_kk::SwapGhostExchange<double, Exec>>(lmp, &I.swap_plan, &I.counts);
+  I.exchange_f.swaps = std::make_unique<batmobile_kk::SwapGhostExchange<float, Exec>>(lmp, &I.swap_plan, &I.counts);
+  I.exchange_d.images.reset();
+  I.exchange_f.images.reset();
+  I.exchange_d.active = nullptr;
+  I.exchange_f.active = nullptr;
+  I.images_nlocal = I.images_nall = -1;
+}
+
+// pair_style batmobile/kk ... ghost_comm device|lammps (see the header)
+template <class DeviceType>
+int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
+{
+  if (strcmp(arg[0], "ghost_comm") != 0) return 0;
+  if (narg < 2) error->all(FLERR, "pair_style batmobile/kk: 'ghost_comm' needs 'device' or 'lammps'");
+  if (strcmp(arg[1], "device") == 0)
+    ghost_comm_lammps = false;
+  else if (strcmp(arg[1], "lammps") == 0)
+    ghost_comm_lammps = true;
+  else
+    error->all(FLERR, "pair_style batmobile/kk: unknown ghost_comm '{}' (use device or lammps)", arg[1]);
+  return 2;
+}
+
+template <class DeviceType>
+const char *PairBatmobileKokkos<DeviceType>::settings_usage() const
+{
+  return "pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]";
 }
 
 template <class DeviceType>
@@ -366,14 +323,13 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_local = nlocal;
   g.n_all = nall;
 
-  // The image map needs atom IDs (atom_modify id no leaves them all 0); without them LAMMPS's communication is used.
-  if (comm->nprocs == 1 && atom->tag_enable) update_image_exchange(nlocal, nall);
-  auto &cs = I.comm_state;
-  cs.fwd_device = cs.fwd_host = cs.reverse = 0;
+  select_exchange(nlocal, nall);
+  I.counts = batmobile_kk::ExchangeCounts();
   batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
-  pvector[0] = cs.fwd_device;
-  pvector[1] = cs.fwd_host;
-  pvector[2] = cs.reverse;
+  const auto &c = I.counts;
+  const int counts[7] = {c.swap_forward, c.swap_reverse, c.lammps_forward, c.lammps_reverse, c.self_swaps,
+                         c.mpi_direct,   c.mpi_staged};
+  for (int k = 0; k < 7; ++k) pvector[k] = counts[k];
   auto &res = I.results;
 
   auto rf = res.f;
@@ -404,6 +360,34 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     k_vatom.template sync<LMPHostType>();
   }
   atomKK->modified(execution_space, F_MASK);
+}
+
+// Picks this step's ghost exchange (see the header): the image map on one rank (it needs atom IDs), the own swap
+// exchange with CommBrick (its plan re-read after re-neighbouring), LAMMPS's pair communication otherwise or when
+// asked for.
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::select_exchange(int nlocal, int nall)
+{
+  KKImpl &I = *kk;
+  if (ghost_comm_lammps) {
+    I.exchange_d.active = I.exchange_d.lammps.get();
+    I.exchange_f.active = I.exchange_f.lammps.get();
+  } else if (comm->nprocs == 1 && atom->tag_enable) {
+    update_image_exchange(nlocal, nall);
+    I.exchange_d.active = I.exchange_d.images.get();
+    I.exchange_f.active = I.exchange_f.images.get();
+  } else if (dynamic_cast<CommBrick *>(comm)) {
+    try {
+      I.swap_plan.update(lmp);
+    } catch (const std::exception &e) {
+      error->one(FLERR, "pair_style batmobile/kk: {}", e.what());
+    }
+    I.exchange_d.active = I.exchange_d.swaps.get();
+    I.exchange_f.active = I.exchange_f.swaps.get();
+  } else {
+    I.exchange_d.active = I.exchange_d.lammps.get();
+    I.exchange_f.active = I.exchange_f.lammps.get();
+  }
 }
 
 // One rank: ghost n is an image of the owned atom with the same tag. The map only changes when LAMMPS rebuilds
@@ -437,47 +421,17 @@ void PairBatmobileKokkos<DeviceType>::update_image_exchange(int nlocal, int nall
   I.images_nall = nall;
 }
 
-// CommKokkos's device forward pair communication (forward_comm_pair_device): rows list(iswap, 0..n-1) of the
-// current layer's features into buf, as doubles. pbc is not needed: features are invariant under translation.
-template <class DeviceType>
-int PairBatmobileKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_2d k_sendlist, int iswap,
-                                                               DAT::tdual_xfloat_1d &k_buf, int, int *)
-{
-  auto &cs = kk->comm_state;
-  ++cs.pack_kokkos;
-  auto list = k_sendlist.view<DeviceType>();
-  auto buf = k_buf.view<DeviceType>();
-  if (cs.target == cs.Double) return batmobile_kk::pack_feature_rows<DeviceType>(n, list, iswap, buf, cs.d);
-  if (cs.target == cs.Float) return batmobile_kk::pack_feature_rows<DeviceType>(n, list, iswap, buf, cs.f);
-  error->one(FLERR, "pair_style batmobile/kk: device forward communication without a feature exchange in progress");
-  return 0;
-}
-
-// ... and buf into the ghost rows first..first+n-1 (in the model's precision).
-template <class DeviceType>
-void PairBatmobileKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first, DAT::tdual_xfloat_1d &k_buf)
-{
-  auto &cs = kk->comm_state;
-  auto buf = k_buf.view<DeviceType>();
-  if (cs.target == cs.Double)
-    batmobile_kk::unpack_feature_rows<DeviceType>(n, first, buf, cs.d);
-  else if (cs.target == cs.Float)
-    batmobile_kk::unpack_feature_rows<DeviceType>(n, first, buf, cs.f);
-  else
-    error->one(FLERR, "pair_style batmobile/kk: device forward communication without a feature exchange in progress");
-}
-
 template <class DeviceType>
 int PairBatmobileKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *buf, int pbc_flag, int *pbc)
 {
-  ++kk->comm_state.pack_host;
+  ++kk->host_packs[0];
   return PairBatmobile::pack_forward_comm(n, list, buf, pbc_flag, pbc);
 }
 
 template <class DeviceType>
 int PairBatmobileKokkos<DeviceType>::pack_reverse_comm(int n, int first, double *buf)
 {
-  ++kk->comm_state.pack_reverse;
+  ++kk->host_packs[1];
   return PairBatmobile::pack_reverse_comm(n, first, buf);
 }
 

@@ -1,17 +1,22 @@
 /* -*- c++ -*- ----------------------------------------------------------
    pair_style batmobile/kk (/kk/device, /kk/host): the Batmobile model on a Kokkos device. Positions, types and
    the full Kokkos neighbour list stay on DeviceType; the receiver-grouped edge list is built there, the model
-   runs there, and forces/eatom/vatom are written into LAMMPS's device views. Node features of ghosts are
-   exchanged between layers:
-     - one MPI rank: on the device, through an image -> owner map;
-     - several ranks, forward (features): through CommKokkos's device pair communication, which calls
-       pack/unpack_forward_comm_kokkos on LAMMPS's device buffers, where LAMMPS uses it (`package kokkos
-       comm/pair/forward device`, the default with GPUs); with `host`/`no` (the default of host-only builds)
-       through a host mirror and the host pack routines;
-     - several ranks, reverse (feature adjoints): through LAMMPS's host reverse pair communication (the only one
-       LAMMPS 29Sep2021 has), via a host mirror.
-   `compute ID all pair batmobile/kk` gives for the last evaluation (summed over ranks): [1] forward exchanges that
-   went through pack_forward_comm_kokkos, [2] forward exchanges through host buffers, [3] reverse exchanges.
+   runs there, and forces/eatom/vatom are written into LAMMPS's device views.
+
+     pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]
+
+   Node features of ghosts are exchanged between layers (forward) and their adjoints sent back (reverse):
+     - ghost_comm device (default), one MPI rank: on the device, through an image -> owner map;
+     - ghost_comm device, several ranks, comm_style brick: batmobile/kk's own exchange (pair_batmobile_kokkos_comm.h),
+       CommBrick's swaps replayed on the device views with buffers in the model precision, MPI on device buffers
+       where MPI is GPU-aware (package kokkos gpu/aware) and on host copies of the buffers otherwise; independent
+       of LAMMPS's comm/pair settings;
+     - ghost_comm lammps (any rank count), or comm_style tiled: LAMMPS's host forward/reverse pair communication
+       (the callbacks of pair_style batmobile) on a host copy of the whole feature array.
+   `compute ID all pair batmobile/kk` gives for the last evaluation (summed over ranks) [1] forward and [2] reverse
+   exchanges through the own swap exchange, [3] forward and [4] reverse exchanges through LAMMPS's pair
+   communication, and of the own exchange's swaps [5] those with the rank itself (no MPI), [6] those whose MPI
+   messages used the device buffers directly, [7] those staged through host copies of the buffers.
 ------------------------------------------------------------------------- */
 #ifdef PAIR_CLASS
 // clang-format off
@@ -24,7 +29,6 @@ PairStyle(batmobile/kk/host,PairBatmobileKokkos<LMPHostType>);
 #ifndef LMP_PAIR_BATMOBILE_KOKKOS_H
 #define LMP_PAIR_BATMOBILE_KOKKOS_H
 
-#include "kokkos_base.h"
 #include "kokkos_type.h"
 #include "pair_batmobile.h"
 #include "pair_kokkos.h"
@@ -32,7 +36,7 @@ PairStyle(batmobile/kk/host,PairBatmobileKokkos<LMPHostType>);
 namespace LAMMPS_NS {
 
 template <class DeviceType>
-class PairBatmobileKokkos : public PairBatmobile, public KokkosBase {
+class PairBatmobileKokkos : public PairBatmobile {
  public:
   typedef DeviceType device_type;
   typedef ArrayTypes<DeviceType> AT;
@@ -41,9 +45,6 @@ class PairBatmobileKokkos : public PairBatmobile, public KokkosBase {
   void compute(int, int) override;
   void init_style() override;
 
-  // Forward communication of the current layer's ghost feature rows on DeviceType (CommKokkos device path).
-  int pack_forward_comm_kokkos(int, DAT::tdual_int_2d, int, DAT::tdual_xfloat_1d &, int, int *) override;
-  void unpack_forward_comm_kokkos(int, int, DAT::tdual_xfloat_1d &) override;
   // The host-buffer callbacks of PairBatmobile, counted for the exchange statistics (pvector).
   int pack_forward_comm(int, int *, double *, int, int *) override;
   int pack_reverse_comm(int, int, double *) override;
@@ -52,7 +53,11 @@ class PairBatmobileKokkos : public PairBatmobile, public KokkosBase {
 
  protected:
   void build_models(const batmobile::ModelFile &file) override;
+  int settings_keyword(int narg, char **arg) override;
+  const char *settings_usage() const override;
+  void select_exchange(int nlocal, int nall);
   void update_image_exchange(int nlocal, int nall);
+  bool ghost_comm_lammps = false;  // ghost_comm lammps: always LAMMPS's pair communication
   std::unique_ptr<KKImpl> kk;
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;

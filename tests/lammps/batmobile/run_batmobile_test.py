@@ -11,13 +11,15 @@ Tests:
                       kk_fused | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
-  kk_comm             batmobile/kk on 1, 2, 4 ranks with LAMMPS's device forward pair communication (and on 2 ranks
-                      with the host one) agrees with batmobile; `compute pair` counts which path the exchanges took
-  kk_md N [PATH]      40-step trajectory of batmobile/kk on N ranks follows batmobile (PATH: comm/pair/forward)
+  kk_comm             batmobile/kk on 1, 2, 4 ranks with its own device swap exchange (ghost_comm device) and with
+                      LAMMPS's pair communication (ghost_comm lammps, comm_style tiled) agrees with batmobile and
+                      with each other; `compute pair` counts which path the exchanges took and how each swap went
+  kk_md N [GHOST_COMM] 40-step trajectory of batmobile/kk on N ranks follows batmobile (ghost_comm device|lammps)
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
   errors              every bad input stops with its documented message
   nve                 short NVE run of the water box; reports the energy drift
-  slab                water slab with vacuum on 4 ranks (empty ranks join the feature exchange) vs reference
+  slab [kk]           water slab with vacuum on 4 ranks (empty ranks join the feature exchange) vs reference;
+                      kk: batmobile/kk through its device swap exchange
   hybrid              pair_style hybrid/overlay batmobile (O NULL) + zero vs the model on the O atoms alone
 """
 import argparse
@@ -60,7 +62,7 @@ class Env:
         return re.search(rf"\b{re.escape(name)}\b", out) is not None
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=()):
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
@@ -78,7 +80,7 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
         if os.geteuid() == 0:
             pre.append("--allow-run-as-root")
         cmd = pre + cmd
-    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false")
+    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false", **(extra_env or {}))
     p = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
                        env=envv)
     log = open(os.path.join(tmp, "log.lammps")).read() if os.path.isfile(os.path.join(tmp, "log.lammps")) else ""
@@ -89,9 +91,9 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
 
 
 def base_script(env, data="water.data", style="batmobile", precision=None, species="O H", extra_pre="",
-                kernels=None):
+                kernels=None, ghost_comm=None):
     ps = f"pair_style {style}" + (f" precision {precision}" if precision else "") + \
-        (f" kernels {kernels}" if kernels else "")
+        (f" kernels {kernels}" if kernels else "") + (f" ghost_comm {ghost_comm}" if ghost_comm else "")
     return f"""units metal
 atom_style atomic
 boundary p p p
@@ -143,14 +145,15 @@ def observe(env, **kw):
     threads = kw.pop("threads", 1)
     gpu = kw.pop("gpu", False)
     kokkos_pk = kw.pop("kokkos_pk", ())
+    extra_env = kw.pop("extra_env", None)
     exchanges = kw.pop("exchanges", False)  # batmobile/kk's exchange counts (compute pair; pair_batmobile_kokkos.h)
     pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if plugin else ""
     obs = OBSERVE
     if exchanges:
         obs = obs.replace("thermo_style custom step pe c_sumpe", "compute bmx all pair batmobile\n"
-                          "thermo_style custom step pe c_sumpe c_bmx[1] c_bmx[2] c_bmx[3]")
+                          "thermo_style custom step pe c_sumpe " + KK_COUNT_COLUMNS)
     _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + obs, nranks=nranks, kokkos=kokkos,
-                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk)
+                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk, extra_env=extra_env)
     row = thermo_rows(log)[-1]
     lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
     start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
@@ -162,8 +165,82 @@ def observe(env, **kw):
         "forces": d[:, 1:4],
         "atomic_energies": d[:, 4],
         "atomic_virial": -d[:, 5:11] / NKTV2P,
-        "exchanges": tuple(int(row[f"c_bmx[{k}]"]) for k in (1, 2, 3)) if exchanges else None,
+        "exchanges": kk_counts(row) if exchanges else None,
+        "log": log,
     }
+
+
+# batmobile/kk's exchange statistics (compute pair, pvector; pair_batmobile_kokkos.h), per evaluation, summed over
+# ranks: exchanges through its own device swap exchange (forward, reverse) and through LAMMPS's pair communication
+# (forward, reverse); the own exchange's swaps with the rank itself, with MPI on the device buffers, with MPI
+# through host copies of the buffers.
+KK_COUNTS = ("swap_fwd", "swap_rev", "lammps_fwd", "lammps_rev", "self", "mpi_direct", "mpi_staged")
+KK_COUNT_COLUMNS = " ".join(f"c_bmx[{k}]" for k in range(1, len(KK_COUNTS) + 1))
+
+
+def kk_counts(row):
+    return dict(zip(KK_COUNTS, (int(row[f"c_bmx[{k}]"]) for k in range(1, len(KK_COUNTS) + 1))))
+
+
+def expected_kk_counts(env, log, nranks, route, layers=2, data="water.data"):
+    """What batmobile/kk's counters must read for one evaluation: each rank exchanges T-1 times each way; the own
+    exchange replays CommBrick's swaps, 2 * need_d per dimension d with need_d = int(cutghost * p_d / L_d) + 1
+    (CommBrick::setup, uniform periodic grid p_d, box length L_d), all with the rank itself where p_d == 1.
+    mpi_direct / mpi_staged are left out: which one MPI swaps take depends on the build (see check_kk_counts)."""
+    n = nranks * (layers - 1)
+    zero = dict.fromkeys(KK_COUNTS, 0)
+    if route == "images":
+        return zero
+    if route == "lammps":
+        return dict(zero, lammps_fwd=n, lammps_rev=n)
+    grid = [int(v) for v in re.search(r"(\d+) by (\d+) by (\d+) MPI processor grid", log).groups()]
+    cut = float(re.search(r"master list distance cutoff = ([0-9.eE+-]+)", log).group(1))
+    lo_hi = {}
+    for line in open(os.path.join(env.ref, data)):
+        m = re.match(r"\s*(\S+)\s+(\S+)\s+([xyz])lo\s+[xyz]hi", line)
+        if m:
+            lo_hi[m.group(3)] = float(m.group(2)) - float(m.group(1))
+    need = [int(cut * p / lo_hi[d]) + 1 for p, d in zip(grid, "xyz")]
+    self_swaps = 2 * sum(k for k, p in zip(need, grid) if p == 1)
+    mpi_swaps = 2 * sum(need) - self_swaps
+    # forward + reverse, every rank
+    return dict(zero, swap_fwd=n, swap_rev=n, self=2 * n * self_swaps, mpi=2 * n * mpi_swaps)
+
+
+def check_kk_counts(env, name, got, want, forced=False):
+    """got (kk_counts) against want (expected_kk_counts): MPI swaps must all be direct on host builds; on GPU
+    builds they are direct with GPU-aware MPI and staged through host buffers otherwise, never mixed; all staged
+    with forced=True (BATMOBILE_KK_MPI_STAGED=1)."""
+    want = dict(want)
+    mpi = want.pop("mpi", 0)
+    got = dict(got)
+    direct, staged = got.pop("mpi_direct"), got.pop("mpi_staged")
+    want.pop("mpi_direct")
+    want.pop("mpi_staged")
+    if forced:
+        allowed, how = [(0, mpi)], "staged"
+    elif env.vars.get("BACKEND") == "cuda":
+        allowed, how = [(mpi, 0), (0, mpi)], "direct or staged"
+    else:
+        allowed, how = [(mpi, 0)], "direct"
+    ok = got == want and (direct, staged) in allowed
+    print(f"  {name}: counts {dict(got, mpi_direct=direct, mpi_staged=staged)}; expected {want} and {mpi} MPI swaps "
+          f"{how}: {'ok' if ok else 'WRONG'}")
+    return ok
+
+
+def same_results(env, name, a, b, precision=None):
+    """a == b bit for bit on host builds; on GPU builds to 1e-12 (double) / 1e-5 (single) relative: LAMMPS's GPU
+    neighbour-list build orders neighbours nondeterministically, so two GPU runs differ in the last bits."""
+    keys = ("energy", "forces", "atomic_energies", "virial", "atomic_virial")
+    if env.vars.get("BACKEND") != "cuda":
+        same = all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in keys)
+        print(f"  {name}: {'bitwise identical' if same else 'DIFFERENT'}")
+        return same
+    tol = 1e-5 if precision == "single" else 1e-12
+    worst = max(rel(a[k], b[k]) for k in keys)
+    print(f"  {name}: max rel diff {worst:.3e} (tol {tol:g}, GPU build)")
+    return worst <= tol
 
 
 def read_ref(env, name="water"):
@@ -259,11 +336,20 @@ def test_hybrid(env):
     print("PASS")
 
 
-def test_slab(env):
+def test_slab(env, variant=None):
     """Water slab with vacuum on 4 ranks (processors 1 1 4): ranks without atoms or ghosts must still join the
-    forward/reverse exchange of node features (else the run hangs); results vs the PyTorch reference."""
-    got = observe(env, data="slab.data", nranks=4, extra_pre="processors 1 1 4")
-    ok = compare("slab 4 ranks", got, read_ref(env, "slab"), 1e-9)
+    forward/reverse exchange of node features (else the run hangs); results vs the PyTorch reference. variant kk:
+    batmobile/kk through its device swap exchange (every swap counted, see kk_comm)."""
+    kw = dict(data="slab.data", nranks=4, extra_pre="processors 1 1 4")
+    if variant == "kk":
+        if not env.has_style("batmobile/kk"):
+            skip("this lmp has no batmobile/kk")
+        kw.update(kokkos=True, threads=1, exchanges=True)
+    got = observe(env, **kw)
+    ok = compare(f"slab 4 ranks {variant or ''}", got, read_ref(env, "slab"), 1e-9)
+    if variant == "kk":
+        want = expected_kk_counts(env, got["log"], 4, "swaps", data="slab.data")
+        ok &= check_kk_counts(env, "batmobile/kk slab 4 ranks", got["exchanges"], want)
     if not ok:
         fail("slab on 4 ranks")
     print("PASS")
@@ -295,46 +381,56 @@ def test_kk(env):
 
 
 def test_kk_comm(env):
-    """batmobile/kk's ghost-feature exchange on several ranks: forward through CommKokkos's device pair communication
-    (pack/unpack_forward_comm_kokkos; `package kokkos comm/pair/forward device`, the default with GPUs) or through
-    host buffers (`host`, the default of host-only builds), reverse through LAMMPS's host reverse communication.
-    `compute pair batmobile` reports per step, summed over ranks, the forward exchanges packed by
-    pack_forward_comm_kokkos, those packed by the host pack_forward_comm, and the reverse exchanges: the test checks
-    that each run took the path it asked for, and that its results equal batmobile's (CPU style, one rank, double;
-    1e-4 for single precision), the two forward paths bit for bit. One rank uses the device image map (no LAMMPS
-    exchange: all counts 0). With a 2-layer model each rank exchanges forward and reverse once per step."""
+    """batmobile/kk's ghost-feature exchange on 1, 2 and 4 ranks. ghost_comm device (default): one rank copies images
+    through the device image map, several ranks with comm_style brick replay CommBrick's swaps on the device
+    (pair_batmobile_kokkos_comm.h), including swaps with the rank itself (dimensions with one rank) and, on the
+    4 x 1 x 1 grid, two swaps per direction along x (the second passes on rows the first received). ghost_comm
+    lammps and comm_style tiled: LAMMPS's host pair communication. `compute pair batmobile` counts the exchanges
+    and swaps by route (check_kk_counts). Results equal batmobile (CPU style, one rank, double: 1e-10; single
+    precision 1e-4), and the device swap exchange equals the LAMMPS path of the same decomposition bit for bit on
+    host builds (same_results). With the 2-layer test model each rank exchanges once each way per evaluation."""
     if not env.has_style("batmobile/kk"):
         skip("this lmp has no batmobile/kk")
-    layers = 2  # T of the test model (make_lammps_reference.py)
-    default_path = "device" if env.vars.get("BACKEND") == "cuda" else "host"
     cpu = observe(env)
     ok = True
     results = {}
-    for nranks, path, precision in ((1, "device", None), (2, "device", None), (4, "device", None), (2, "host", None),
-                                    (2, None, None), (2, "device", "single"), (2, "host", "single")):
-        pk = ("comm/pair/forward", path) if path else ()
-        got = observe(env, kokkos=True, threads=1, nranks=nranks, kokkos_pk=pk, exchanges=True, precision=precision)
-        name = (f"batmobile/kk {precision or 'double'} {nranks} rank{'s' if nranks > 1 else ''}, "
-                f"forward {path or 'default'}")
-        results[(nranks, path, precision)] = got
-        per_step = nranks * (layers - 1)
-        if nranks == 1:
-            want = (0, 0, 0)
-        elif (path or default_path) == "device":
-            want = (per_step, 0, per_step)
-        else:
-            want = (0, per_step, per_step)
-        print(f"  {name}: exchanges (device forward, host forward, reverse) {got['exchanges']}, expected {want}")
-        ok &= got["exchanges"] == want
+    grids = {None: "", "4x1x1": "processors 4 1 1", "tiled": "comm_style tiled"}
+    cases = [(1, None, "device", p) for p in (None, "single")]
+    cases += [(n, g, route, p) for p in (None, "single") for n, g in ((2, None), (4, None), (4, "4x1x1"))
+              for route in ("device", "lammps") if (n, g) != (4, None) or route == "device"]
+    cases += [(1, None, "lammps", None), (2, "tiled", "device", None)]
+    # MPI through host copies of the buffers (the route of GPUs without GPU-aware MPI), forced on any build
+    cases += [(2, None, "staged", None), (4, "4x1x1", "staged", "single")]
+    for nranks, grid, ghost_comm, precision in cases:
+        forced = ghost_comm == "staged"
+        got = observe(env, kokkos=True, threads=1, nranks=nranks, exchanges=True, precision=precision,
+                      ghost_comm="device" if forced else ghost_comm, extra_pre=grids[grid],
+                      extra_env={"BATMOBILE_KK_MPI_STAGED": "1"} if forced else None)
+        name = (f"batmobile/kk {precision or 'double'} {nranks} rank{'s' if nranks > 1 else ''}"
+                f"{' ' + grid if grid else ''}, ghost_comm {'device, MPI staged' if forced else ghost_comm}")
+        results[(nranks, grid, ghost_comm, precision)] = got
+        route = ghost_comm
+        if ghost_comm in ("device", "staged"):
+            route = "images" if nranks == 1 else "lammps" if grid == "tiled" else "swaps"
+        want = expected_kk_counts(env, got["log"], nranks, route)
+        ok &= check_kk_counts(env, name, got["exchanges"], want, forced)
+        if route == "swaps" and want["self"] == 0:
+            fail(f"{name}: no swap with the rank itself in this decomposition; the test would not exercise it")
         ok &= compare(f"{name} vs batmobile", got, cpu, 1e-4 if precision else 1e-10)
-    # the same decomposition through either forward path: the same numbers, to the last bit
-    for precision in (None, "single"):
-        a, b = results[(2, "device", precision)], results[(2, "host", precision)]
-        same = all(np.array_equal(np.asarray(a[k]), np.asarray(b[k]))
-                   for k in ("energy", "forces", "atomic_energies", "virial", "atomic_virial"))
-        print(f"  {precision or 'double'}, 2 ranks, device vs host forward path: "
-              f"{'bitwise identical' if same else 'DIFFERENT'}")
-        ok &= same
+    # (on one rank the image map adds an atom's images in another order than LAMMPS's swaps: not compared)
+    for (nranks, grid, ghost_comm, precision), got in results.items():
+        for other, what in (("lammps", "LAMMPS's pair communication"), ("staged", "MPI staged through host buffers")):
+            if ghost_comm == "device" and nranks > 1 and (nranks, grid, other, precision) in results:
+                ok &= same_results(env, f"{precision or 'double'}, {nranks} ranks{' ' + grid if grid else ''}, device "
+                                   f"swaps vs {what}", got, results[(nranks, grid, other, precision)], precision)
+    # the keyword: only batmobile/kk has it, and only with these values
+    for style, value, message in (("batmobile/kk", "quad", "unknown ghost_comm 'quad' (use device or lammps)"),
+                                  ("batmobile", "device", "unknown keyword 'ghost_comm'")):
+        rc, out, _ = run_lmp(env, base_script(env, style=style, ghost_comm=value), kokkos=style.endswith("/kk"),
+                             expect_fail=True)
+        good = rc != 0 and message in out
+        print(f"  pair_style {style} ghost_comm {value}: {'stops with' if good else 'does NOT stop with'} '{message}'")
+        ok &= good
     if not ok:
         fail("batmobile/kk exchange paths")
     print("PASS")
@@ -456,12 +552,12 @@ run {steps}
     print("PASS")
 
 
-def test_kk_md(env, nranks=1, forward=None):
+def test_kk_md(env, nranks=1, ghost_comm=None):
     """batmobile/kk follows the batmobile trajectory through re-neighbouring (small skin, every step): on one rank
     the ghost features go through the device image map rebuilt at each re-neighbouring, on several ranks through
-    LAMMPS's pair communication with atoms migrating between ranks. forward: LAMMPS's comm/pair/forward setting
-    (device or host; its default when not given); when given, every thermo step's forward exchanges must have taken
-    that path (compute pair, as in kk_comm)."""
+    batmobile/kk's device swap exchange (ghost_comm device, the default; its swap plan re-read at each
+    re-neighbouring) or LAMMPS's pair communication (ghost_comm lammps), with atoms migrating between ranks. On
+    several ranks every thermo step's exchanges must have taken that route (compute pair, as in kk_comm)."""
     if not env.has_style("batmobile/kk"):
         skip("this lmp has no batmobile/kk")
     # cold and short: the seeded random model is not a water model and pulls atoms together when hot
@@ -476,14 +572,26 @@ thermo_modify format float %.15g
 run 40
 """
     rows = {}
-    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks,
-              kokkos_pk=("comm/pair/forward", forward) if forward else ())
-    # batmobile/kk with a given forward path also prints its forward exchanges through pack_forward_comm_kokkos
+    logs = {}
+    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks)
+    # the kk run also writes each atom's rank at steps 0 and 40 (migration check)
     md_kk = md.replace("thermo_style custom step pe ke press",
-                       "compute bmx all pair batmobile\nthermo_style custom step pe ke press c_bmx[1] c_bmx[2]")
-    for name, kw, script in (("batmobile", {}, md), ("batmobile/kk", kk, md_kk if forward else md)):
-        _, log, _ = run_lmp(env, base_script(env) + script, **kw)
+                       "compute bmx all pair batmobile\nthermo_style custom step pe ke press " + KK_COUNT_COLUMNS +
+                       "\ncompute prc all property/atom proc\ndump prc all custom 40 procs.txt id c_prc\n"
+                       "dump_modify prc sort id")
+    for name, kw, script in (("batmobile", {}, base_script(env) + md),
+                             ("batmobile/kk", kk, base_script(env, ghost_comm=ghost_comm) + md_kk)):
+        _, log, tmp = run_lmp(env, script, **kw)
         rows[name] = thermo_rows(log)
+        logs[name] = log
+        if name == "batmobile/kk" and nranks > 1:
+            snaps = open(os.path.join(tmp, "procs.txt")).read().split("ITEM: TIMESTEP")[1:]
+            ranks = [np.array([int(l.split()[1]) for l in snap.split("ITEM: ATOMS id c_prc")[1].split("\n") if l.strip()])
+                     for snap in snaps]
+            moved = int(np.sum(ranks[0] != ranks[-1]))
+            print(f"  {name}: {moved} atoms changed rank between steps 0 and 40")
+            if moved == 0:
+                fail("no atom migrated between ranks: the test would not exercise the swap plan after migration")
         builds = re.findall(r"Neighbor list builds = (\d+)", log)
         print(f"  {name}: {len(rows[name])} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
         if builds and int(builds[-1]) < 2:
@@ -491,13 +599,14 @@ run 40
     a, b = rows["batmobile"], rows["batmobile/kk"]
     if len(a) != len(b) or len(a) < 7:
         fail(f"thermo rows differ: {len(a)} vs {len(b)}")
-    if forward and nranks > 1:
-        per_step = nranks * 1  # the 2-layer test model: one forward exchange per rank and step
-        want = (per_step, 0) if forward == "device" else (0, per_step)
-        got = sorted({(int(r["c_bmx[1]"]), int(r["c_bmx[2]"])) for r in b})
-        print(f"  forward exchanges per step (device, host) at the thermo steps: {got}, expected {[want]}")
-        if got != [want]:
-            fail(f"the forward exchanges did not all go through the {forward} path")
+    route = "images" if nranks == 1 else "lammps" if ghost_comm == "lammps" else "swaps"
+    want = expected_kk_counts(env, logs["batmobile/kk"], nranks, route)
+    counts = {tuple(sorted(kk_counts(r).items())) for r in b}
+    print(f"  exchange counts at the {len(b)} thermo steps ({len(counts)} distinct):")
+    ok = all(check_kk_counts(env, f"ghost_comm {ghost_comm or 'default'}, {nranks} ranks", dict(c), want)
+             for c in counts)
+    if not ok:
+        fail(f"the exchanges did not all go through the {route} route")
     worst = 0.0
     for ra, rb in zip(a, b):
         for key in ("PotEng", "KinEng", "Press"):
@@ -518,7 +627,7 @@ def main():
     env = Env(a.build, a.ref)
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
-     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "slab": lambda: test_slab(env),
+     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "slab": lambda: test_slab(env, *a.args),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
                                  a.args[1] if len(a.args) > 1 else None)}[a.test]()
