@@ -54,6 +54,11 @@ namespace kernels {
 
 inline constexpr int kMaxNB = 16;  // radial basis size bound (register arrays)
 inline constexpr int kMaxDk = 32;  // attention key width bound
+// The adjoint kernels keep dq/dk partials for DKM key components in registers next to force and virial; the
+// drivers pick DKM = kSmallDk when dk <= kSmallDk (the bundled model: dk = 8): with DKM = 32 the unused 24 doubles
+// per thread made the float L = 2 adjoints spill (ptxas sm_90, radial mode 1: 472 / 136 B of spill stores; none
+// with DKM = 8).
+inline constexpr int kSmallDk = 8;
 inline constexpr int kMaxHeads = 64;
 
 template <class T, class Device>
@@ -168,11 +173,12 @@ KOKKOS_INLINE_FUNCTION void radial_from_hidden(const Params& prm, int c, T d, co
   }
 }
 
-template <class T, class Device, int L, bool ATTN>
+template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk>
 struct InteractionKernel {
+  static_assert(DKM >= 1 && DKM <= kMaxDk, "DKM: key width bound of the adjoint kernels");
   static constexpr int K = num_sh(L);
   static constexpr int P = num_paths(L, false);
-  static constexpr int NV = 9 + kMaxDk;  // per-channel partials reduced per team: force, virial, dq/dk
+  static constexpr int NV = 9 + DKM;  // per-channel partials reduced per team: force, virial, dq/dk
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
   static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
   using exec = typename Device::execution_space;
@@ -482,7 +488,7 @@ struct InteractionKernel {
   template <class Ch>
   KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Ch& ch, int t, T* dg) const {
     T s = T(0);
-    for (int e = 0; e < kMaxDk; ++e)
+    for (int e = 0; e < DKM; ++e)
       if (e < prm.dk) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
     s /= sqrt(T(prm.dk));
     T gte = T(0), dgte = T(0);
@@ -732,7 +738,7 @@ struct InteractionKernel {
     tally_virial(acc, r, gr);
     if constexpr (ATTN) {
       const T sdk = T(1) / sqrt(T(prm.dk));
-      for (int x = 0; x < kMaxDk; ++x)
+      for (int x = 0; x < DKM; ++x)
         if (x < prm.dk) acc[9 + x] += double(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
     }
   }
@@ -786,7 +792,8 @@ struct InteractionKernel {
       }
       if (G) team.team_barrier();  // part and buf overlap the last chunk
       const scratch part = part_of(ch, S);
-      for (int v = 0; v < 9 + prm.dk; ++v) part(tr, v) = acc[v];
+      for (int v = 0; v < NV; ++v)  // compile-time bound: acc stays in registers
+        if (v < 9 + prm.dk) part(tr, v) = acc[v];
       if (SENDER) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
         if (S > 1) {
           const ST2 buf = buf_of(ch, true, S);
@@ -814,7 +821,8 @@ struct InteractionKernel {
           for (int t = 0; t < n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
           if (SENDER)
             for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
-          for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) += acc[v];
+          for (int v = 0; v < NV; ++v)
+            if (v < 9 + prm.dk) part(c, v) += acc[v];
         }
       }
     }
@@ -930,6 +938,18 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   size_t bytes_fwd, bytes_adj;
 };
+// Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
+template <class T, class Device, int L, bool ATTN, class F>
+void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
+  if (prm.dk <= kSmallDk) {
+    InteractionKernel<T, Device, L, ATTN, kSmallDk> kern;
+    f(kern);
+  } else {
+    InteractionKernel<T, Device, L, ATTN, kMaxDk> kern;
+    f(kern);
+  }
+}
+
 template <class T, class Device, int L, bool ATTN>
 InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
   using Kern = InteractionKernel<T, Device, L, ATTN>;
@@ -940,15 +960,18 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
   });
-  with_atom_policy<Kern::template RecvAdjT>(kern, 1, true, team_size, [&](const auto& pol) {
-    r.team_adj = pol.team_size();
-    r.chunk_adj = kern.gch;
+  r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, r.team_fwd >= prm.C ? r.team_fwd / prm.C : 1,
+                                    r.chunk_fwd);
+  with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
+    using Adj = std::decay_t<decltype(adj)>;
+    adj.prm = prm;
+    with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
+      r.team_adj = pol.team_size();
+      r.chunk_adj = adj.gch;
+    });
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, r.team_adj >= prm.C ? r.team_adj / prm.C : 1,
+                                     r.chunk_adj);
   });
-  auto bytes = [&](int ts, bool adj, int g) {
-    return Kern::scratch_bytes(prm.C, prm.H, prm.dk, adj, ts >= prm.C ? ts / prm.C : 1, g);
-  };
-  r.bytes_fwd = bytes(r.team_fwd, false, r.chunk_fwd);
-  r.bytes_adj = bytes(r.team_adj, true, r.chunk_adj);
   return r;
 }
 
@@ -994,28 +1017,29 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
                           InteractionWork<T, Device>& work, int team_size = 0) {
   using exec = typename Device::execution_space;
-  using Kern = InteractionKernel<T, Device, L, ATTN>;
-  Kern kern;
-  kern.g = g;
-  kern.prm = prm;
-  kern.h = h;
-  kern.o = o;
-  kern.M = work.M;
-  kern.Z = work.Z;
-  kern.q = work.q;
-  kern.k = work.k;
-  kern.gm = gm;
-  kern.go = go;
-  kern.gh = gh;
-  kern.gq = work.gq;
-  kern.gk = work.gk;
-  kern.f = f;
-  kern.vatom = vatom;
-  with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-    Kokkos::parallel_for("batmobile::interaction_recv_adj", pol, kern);
-  });
-  with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
-    Kokkos::parallel_for("batmobile::interaction_send_adj", pol, kern);
+  with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& kern) {
+    using Kern = std::decay_t<decltype(kern)>;
+    kern.g = g;
+    kern.prm = prm;
+    kern.h = h;
+    kern.o = o;
+    kern.M = work.M;
+    kern.Z = work.Z;
+    kern.q = work.q;
+    kern.k = work.k;
+    kern.gm = gm;
+    kern.go = go;
+    kern.gh = gh;
+    kern.gq = work.gq;
+    kern.gk = work.gk;
+    kern.f = f;
+    kern.vatom = vatom;
+    with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+      Kokkos::parallel_for("batmobile::interaction_recv_adj", pol, kern);
+    });
+    with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
+      Kokkos::parallel_for("batmobile::interaction_send_adj", pol, kern);
+    });
   });
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};

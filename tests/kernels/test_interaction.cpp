@@ -20,9 +20,9 @@ struct System {
   std::vector<double> h;          // (n_total, K, C)
 };
 
-Model make_model(int L, std::mt19937& rng) {
+Model make_model(int L, std::mt19937& rng, int dk = 3) {
   std::normal_distribution<double> g(0, 1);
-  Model M{L, 8, 5, 6, 2, 3, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
+  Model M{L, 8, 5, 6, 2, dk, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
   const int P = num_paths(L, false);
   auto fill = [&](std::vector<double>& v, size_t n, double s) {
     v.resize(n);
@@ -333,9 +333,9 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
 
 template <int L>
 void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0,
-                               std::vector<Launch> team_sizes = {0}) {
+                               std::vector<Launch> team_sizes = {0}, int dk = 3) {
   std::mt19937 rng(seed);
-  const Model M = make_model(L, rng);
+  const Model M = make_model(L, rng, dk);
   const System S = make_system(L, M.C, rng, n_recv, n_total, box);
   const Expected E = expected(M, S, rng);
   for (const Launch& ts : team_sizes) check_against<L>(M, S, E, ts);
@@ -346,6 +346,8 @@ void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, 
 TEST(Interaction, ForwardAndAdjointL1) { check_forward_and_adjoint<1>(11); }
 TEST(Interaction, ForwardAndAdjointL2) { check_forward_and_adjoint<2>(12); }
 TEST(Interaction, ForwardAndAdjointL3) { check_forward_and_adjoint<3>(13); }
+// dk > kSmallDk: the adjoint kernels with the wide dq/dk partials (the other tests have dk = 3)
+TEST(Interaction, ForwardAndAdjointWideKeys) { check_forward_and_adjoint<2>(19, 6, 10, 4.0, {0}, 12); }
 // ~40 neighbours per receiver: several team-shared edge chunks per atom (chunk boundaries, softmax carry-over).
 TEST(Interaction, ForwardAndAdjointManyNeighbours) { check_forward_and_adjoint<1>(14, 4, 44, 3.0); }
 
@@ -363,6 +365,7 @@ TEST(Interaction, TeamPerChannelPath) {
   if (tmax < C) GTEST_SKIP() << "team_size_max " << tmax << " < C";
   check_forward_and_adjoint<1>(15, 4, 44, 3.0, {C});
   check_forward_and_adjoint<2>(16, 6, 10, 4.0, {C});
+  check_forward_and_adjoint<2>(20, 6, 10, 4.0, {C}, 12);  // dk > kSmallDk
 }
 
 // Largest |a - b| over two views of equal shape (rank 2 or 3) and the largest |a|.
@@ -508,6 +511,7 @@ TEST(Interaction, RadialGemmPath) {
   // 2 and 1 columns)
   check_forward_and_adjoint<1>(15, 4, 44, 3.0, {{C, 1, 8}, {2 * C, 1, 2}, {4 * C, 1, 4}, {4 * C, 1, 0}});
   check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, 1, 2}, {4 * C, 1, 8}});
+  check_forward_and_adjoint<2>(21, 4, 12, 4.0, {{4 * C, 1, 0}}, 12);  // dk > kSmallDk
   // split_system: a receiver without edges, one with 2 edges (fewer than the chunk), edges beyond r_c
   constexpr int L = 2;
   std::mt19937 rng(71);
