@@ -975,6 +975,19 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   return r;
 }
 
+// The inputs that the forward and the adjoint kernels of a layer share.
+template <class Kern, class G, class Prm, class H, class O, class Work>
+void bind_layer(Kern& kern, const G& g, const Prm& prm, const H& h, const O& o, const Work& work) {
+  kern.g = g;
+  kern.prm = prm;
+  kern.h = h;
+  kern.o = o;
+  kern.M = work.M;
+  kern.Z = work.Z;
+  kern.q = work.q;
+  kern.k = work.k;
+}
+
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
 template <class T, class Device, int L, bool ATTN>
 void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
@@ -991,15 +1004,8 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
                          Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {g.n_total, prm.A * prm.dk}), pq);
   }
   Kern kern;
-  kern.g = g;
-  kern.prm = prm;
-  kern.h = h;
+  bind_layer(kern, g, prm, h, o, work);
   kern.m = m;
-  kern.o = o;
-  kern.M = work.M;
-  kern.Z = work.Z;
-  kern.q = work.q;
-  kern.k = work.k;
   with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
     Kokkos::parallel_for("batmobile::interaction_fwd", pol, kern);
   });
@@ -1019,14 +1025,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
   using exec = typename Device::execution_space;
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& kern) {
     using Kern = std::decay_t<decltype(kern)>;
-    kern.g = g;
-    kern.prm = prm;
-    kern.h = h;
-    kern.o = o;
-    kern.M = work.M;
-    kern.Z = work.Z;
-    kern.q = work.q;
-    kern.k = work.k;
+    bind_layer(kern, g, prm, h, o, work);
     kern.gm = gm;
     kern.go = go;
     kern.gh = gh;
