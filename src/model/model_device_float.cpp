@@ -1,0 +1,4 @@
+// Explicit instantiation: float, default execution space (see BATMOBILE_INSTANTIATE_MODEL in model_impl.hpp).
+#include "model/model_impl.hpp"
+
+BATMOBILE_INSTANTIATE_MODEL(float, Kokkos::DefaultExecutionSpace)
