@@ -67,6 +67,8 @@ MAXWAIT=${3:-420}
 LAMMPS_BUILD=$(cat "$S/lammps_build"); source "$LAMMPS_BUILD/batmobile-build.env"
 export CUDA_VISIBLE_DEVICES=0
 B=$BATMOBILE_CACHE/build/test-cuda
+say "completing the test build (if the start call ran out of time for it)"
+timeout 300 cmake --build "$B" -j "$(nproc)" > "$OUT/build_tests_finish.log" 2>&1 || say "test build incomplete: see build_tests_finish.log"
 say "test suite on GPU $LAST (background)"
 ( CUDA_VISIBLE_DEVICES=$LAST timeout "$MAXWAIT" ctest --test-dir "$B" -j 4 --output-on-failure --timeout 200 \
     --output-junit "$OUT/ctest.xml" > "$OUT/ctest.log" 2>&1 ) &
