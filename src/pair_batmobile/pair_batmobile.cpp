@@ -272,13 +272,7 @@ void PairBatmobile::compute(int eflag, int vflag)
   Impl &I = *impl;
   auto &g = I.graph;
   const auto grow = batmobile_pair::grow_capacity;
-  if (g.x.extent(0) < static_cast<size_t>(nall)) {
-    g.x = decltype(g.x)("bm_x", grow(nall));
-    g.species = decltype(g.species)("bm_species", grow(nall));
-    I.results.f = decltype(I.results.f)("bm_f", grow(nall));
-  }
-  if (g.recv_offsets.extent(0) < static_cast<size_t>(nlocal + 1))
-    g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow(nlocal + 1));
+  batmobile_pair::reserve_atoms(I, nlocal, nall);
   for (int n = 0; n < nall; ++n) {
     for (int a = 0; a < 3; ++a) g.x(n, a) = x[n][a];
     g.species(n) = type_species[type[n]];

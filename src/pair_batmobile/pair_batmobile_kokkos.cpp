@@ -250,15 +250,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   KKImpl &I = *kk;
   auto &g = I.graph;
   const auto grow = batmobile_pair::grow_capacity;
-  if (g.x.extent(0) < static_cast<size_t>(nall)) {
-    g.x = decltype(g.x)("bm_x", grow(nall));
-    g.species = decltype(g.species)("bm_species", grow(nall));
-    I.results.f = decltype(I.results.f)("bm_f", grow(nall));
-  }
-  if (g.recv_offsets.extent(0) < static_cast<size_t>(nlocal + 1)) {
-    g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow(nlocal + 1));
-    I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
-  }
+  if (batmobile_pair::reserve_atoms(I, nlocal, nall)) I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
   auto gx = g.x;
   auto gs = g.species;
   auto tsp = I.type_species;
