@@ -463,17 +463,18 @@ struct InteractionKernel {
       }
   }
 
-  // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results, mode 0 computes them.
+  // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results (forward only: the adjoint
+  // reads them in place, see edge_adjoint), mode 0 computes them.
   template <bool GRAD, class Ch>
   KOKKOS_INLINE_FUNCTION void edge_radial(const Ch& ch, int c, int t, T d, EdgeRadial<T, P>& R) const {
     if constexpr (Ch::gemm) {
+      static_assert(!GRAD, "mode-1 adjoints read the radial outputs through RadialColumn");
       R.u = envelope(d, prm.r_c, &R.du);
       const int C = prm.C;
       for (int p = 0; p < P; ++p) {
         R.w[p] = ch.w(t, p * C + c);
         R.wv[p] = ATTN ? ch.w(t, (P + p) * C + c) : T(0);
-        R.dw[p] = GRAD ? ch.dw(t, p * C + c) : T(0);
-        R.dwv[p] = GRAD && ATTN ? ch.dw(t, (P + p) * C + c) : T(0);
+        R.dw[p] = R.dwv[p] = T(0);
       }
     } else {
       radial_from_hidden<T, P, ATTN, GRAD>(prm, c, d, Kokkos::subview(ch.s, t, Kokkos::ALL()),

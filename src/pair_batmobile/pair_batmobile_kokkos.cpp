@@ -361,24 +361,25 @@ template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::select_exchange(int nlocal, int nall)
 {
   KKImpl &I = *kk;
+  // the same route for both precisions: pick(choice) returns that choice's exchange
+  auto use = [&](auto pick) {
+    I.exchange_d.active = pick(I.exchange_d);
+    I.exchange_f.active = pick(I.exchange_f);
+  };
   if (ghost_comm_lammps) {
-    I.exchange_d.active = I.exchange_d.lammps.get();
-    I.exchange_f.active = I.exchange_f.lammps.get();
+    use([](auto &e) { return e.lammps.get(); });
   } else if (comm->nprocs == 1 && atom->tag_enable) {
     update_image_exchange(nlocal, nall);
-    I.exchange_d.active = I.exchange_d.images.get();
-    I.exchange_f.active = I.exchange_f.images.get();
+    use([](auto &e) { return e.images.get(); });
   } else if (dynamic_cast<CommBrick *>(comm)) {
     try {
       I.swap_plan.update(lmp);
     } catch (const std::exception &e) {
       error->one(FLERR, "pair_style batmobile/kk: {}", e.what());
     }
-    I.exchange_d.active = I.exchange_d.swaps.get();
-    I.exchange_f.active = I.exchange_f.swaps.get();
+    use([](auto &e) { return e.swaps.get(); });
   } else {
-    I.exchange_d.active = I.exchange_d.lammps.get();
-    I.exchange_f.active = I.exchange_f.lammps.get();
+    use([](auto &e) { return e.lammps.get(); });
   }
 }
 
