@@ -1,11 +1,13 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
-//                        [--radial-mode 0|1|both] [--radial-chunk 0|2|4|8] [--check-dump DIR]
+//                        [--radial-mode 0|1|both] [--radial-chunk 0|2|4|8] [--conv-variants] [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
 //     conv_fwd_bwd       forward + adjoint (dE/dh, dE/dw, dE/dr -> forces and per-atom virial)
+//                        (--conv-variants: also conv_fwd[_bwd]_ngN[_bB], the kernel with N threads per channel
+//                        (path groups, path_groups.hpp) and launch bounds of B blocks per SM; default kernel: N = 3)
 //     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
 //     attention_fwd      its forward alone
@@ -131,9 +133,58 @@ void write_result(std::FILE* out, const Result& r, const std::string& extra = ""
   std::fflush(out);
 }
 
+// A conv kernel on graph g with random h, w and upstream gout (seeds 2, 3, 4) and zeroed outputs, scale 1.
+template <class Kern, class G>
+Kern make_conv(const G& g, int N, int E, int C) {
+  using V = typename Kern::V3;
+  Kern kern;
+  kern.g = g;
+  kern.C = C;
+  kern.scale = 1;
+  V h("h", N, Kern::K, C), w("w", E, Kern::P, C), go("go", N, Kern::KO, C);
+  fill_random(h, 2, 1.0);
+  fill_random(w, 3, 1.0);
+  fill_random(go, 4, 1.0);
+  kern.h = h;
+  kern.w = w;
+  kern.gout = go;
+  kern.out = V("out", N, Kern::KO, C);
+  kern.gh = V("gh", N, Kern::K, C);
+  kern.gw = V("gw", E, Kern::P, C);
+  kern.f = typename Kern::D2("f", N, 3);
+  kern.vatom = typename Kern::D2("vatom", N, 6);
+  return kern;
+}
+
+// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths, NG, MINB>; suffix names the variant's ops.
+template <int NG, int MINB>
+void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate,
+               const std::string& suffix) {
+  const int E = N * k;
+  const long long base = device_used_bytes();
+  const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true, NG, MINB>>(g, N, E, C);
+  const double fl = conv_flops_per_edge(C) * E;
+  const std::string extra = ", \"path_groups\": " + std::to_string(NG) + ", \"min_blocks\": " + std::to_string(MINB);
+  double ms = median_ms([&] { kern.forward(); }, warmup, reps);
+  write_result(out, {"conv_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     fl / (ms * 1e-3) / fma_rate}, extra);
+  ms = median_ms(
+      [&] {
+        kern.forward();
+        Kokkos::deep_copy(kern.gh, 0.0f);
+        Kokkos::deep_copy(kern.f, 0.0);
+        Kokkos::deep_copy(kern.vatom, 0.0);
+        kern.backward();
+      },
+      warmup, reps);
+  write_result(out, {"conv_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     3 * fl / (ms * 1e-3) / fma_rate}, extra);
+}
+
 // radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.
+// conv_variants: also time the conv's path-group variants (ops conv_fwd_ngN, conv_fwd_bwd_ngN[_bB]).
 void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir,
-              const std::vector<int>& radial_modes, int radial_chunk) {
+              const std::vector<int>& radial_modes, int radial_chunk, bool conv_variants) {
   const RandomGraph rg = make_random_graph(N, k, 1000u + N + k);
   if (!graph_dir.empty()) {
     std::ofstream f(graph_dir + "/graph_" + std::to_string(N) + "_" + std::to_string(k) + ".bin", std::ios::binary);
@@ -152,40 +203,14 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     write_result(out, {"sh", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
   }
   auto g = make_graph<float, Dev>(rg.x, N, rg.recv, rg.send);
-  {  // conv with per-edge weights, all 34 paths
-    const long long base = device_used_bytes();
-    using Kern = ConvEdgeWeights<float, Dev, 3, true>;
-    Kern kern;
-    kern.g = g;
-    kern.C = C;
-    kern.scale = 1.0f;
-    Kokkos::View<float***, Kokkos::LayoutRight, Dev> h("h", N, 16, C), w("w", E, Kern::P, C),
-        go("go", N, Kern::KO, C);
-    fill_random(h, 2, 1.0);
-    fill_random(w, 3, 1.0);
-    fill_random(go, 4, 1.0);
-    kern.h = h;
-    kern.w = w;
-    kern.gout = go;
-    kern.out = decltype(kern.out)("out", N, Kern::KO, C);
-    kern.gh = decltype(kern.out)("gh", N, 16, C);
-    kern.gw = decltype(kern.out)("gw", E, Kern::P, C);
-    kern.f = decltype(kern.f)("f", N, 3);
-    kern.vatom = decltype(kern.f)("vatom", N, 6);
-    const double fl = conv_flops_per_edge(C) * E;
-    double ms = median_ms([&] { kern.forward(); }, warmup, reps);
-    write_result(out, {"conv_fwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, fl / (ms * 1e-3) / fma_rate});
-    ms = median_ms(
-        [&] {
-          kern.forward();
-          Kokkos::deep_copy(kern.gh, 0.0f);
-          Kokkos::deep_copy(kern.f, 0.0);
-          Kokkos::deep_copy(kern.vatom, 0.0);
-          kern.backward();
-        },
-        warmup, reps);
-    write_result(out,
-                 {"conv_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, 3 * fl / (ms * 1e-3) / fma_rate});
+  // conv with per-edge weights, all 34 paths: the default kernel, then each path-group variant (suffix _ngN[_bB])
+  time_conv<ConvEdgeWeights<float, Dev, 3, true>::groups, 0>(out, g, N, k, C, warmup, reps, fma_rate, "");
+  if (conv_variants) {
+    time_conv<1, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng1");
+    time_conv<2, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng2");
+    time_conv<4, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng4");
+    time_conv<6, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng6");
+    time_conv<3, 2>(out, g, N, k, C, warmup, reps, fma_rate, "_ng3_b2");
   }
   {  // fused interaction + attention, L = 2 (model default), forward + adjoint
     constexpr int L = 2;
@@ -239,8 +264,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
 
 template <class V>
 void dump(const std::string& path, const V& v) {
-  auto h = Kokkos::create_mirror_view(v);
-  Kokkos::deep_copy(h, v);
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);  // (v may be a const view)
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(h.data()), h.span() * sizeof(typename V::value_type));
 }
@@ -302,22 +326,7 @@ void check_dump(const std::string& dir) {
   std::vector<double> xd(rg.x.begin(), rg.x.end());
   auto g = make_graph<double, Dev>(xd, N, rg.recv, rg.send);
   using Kern = ConvEdgeWeights<double, Dev, 3, true>;
-  Kern kern;
-  kern.g = g;
-  kern.C = C;
-  kern.scale = 1.0;
-  Kokkos::View<double***, Kokkos::LayoutRight, Dev> h("h", N, 16, C), w("w", E, Kern::P, C), go("go", N, Kern::KO, C);
-  fill_random(h, 2, 1.0);
-  fill_random(w, 3, 1.0);
-  fill_random(go, 4, 1.0);
-  kern.h = h;
-  kern.w = w;
-  kern.gout = go;
-  kern.out = decltype(kern.out)("out", N, Kern::KO, C);
-  kern.gh = decltype(kern.out)("gh", N, 16, C);
-  kern.gw = decltype(kern.out)("gw", E, Kern::P, C);
-  kern.f = decltype(kern.f)("f", N, 3);
-  kern.vatom = decltype(kern.f)("vatom", N, 6);
+  const auto kern = make_conv<Kern>(g, N, E, C);
   kern.forward();
   kern.backward();
   Kokkos::View<double* [3], Kokkos::LayoutRight, Dev> r("r", E);
@@ -335,9 +344,9 @@ void check_dump(const std::string& dir) {
   fx.write(reinterpret_cast<const char*>(xd.data()), xd.size() * sizeof(double));
   std::ofstream fs(dir + "/check_send.bin", std::ios::binary);
   fs.write(reinterpret_cast<const char*>(rg.send.data()), rg.send.size() * sizeof(int));
-  dump(dir + "/check_h.bin", h);
-  dump(dir + "/check_w.bin", w);
-  dump(dir + "/check_go.bin", go);
+  dump(dir + "/check_h.bin", kern.h);
+  dump(dir + "/check_w.bin", kern.w);
+  dump(dir + "/check_go.bin", kern.gout);
   dump(dir + "/check_out.bin", kern.out);
   dump(dir + "/check_gh.bin", kern.gh);
   dump(dir + "/check_gw.bin", kern.gw);
@@ -352,6 +361,7 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   std::string out_path, graph_dir, cases = "full", check_dir;
   int reps = 50, warmup = 5, radial_chunk = 0;
+  bool conv_variants = false;
   std::vector<int> radial_modes = {0};
   for (int a = 1; a < argc; ++a) {
     const std::string s = argv[a];
@@ -363,6 +373,7 @@ int main(int argc, char** argv) {
     else if (s == "--cases") cases = next();
     else if (s == "--check-dump") check_dir = next();
     else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
+    else if (s == "--conv-variants") conv_variants = true;
     else if (s == "--radial-mode") {
       const std::string v = next();
       if (v == "0" || v == "1") radial_modes = {std::stoi(v)};
@@ -386,14 +397,14 @@ int main(int argc, char** argv) {
   std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "w");
   if (!out) return 3;
   if (cases == "quick") {
-    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk);
+    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk, conv_variants);
   } else if (cases.find(':') != std::string::npos) {  // one custom case N:k:C
     int N = 0, k = 0, C = 0;
     if (std::sscanf(cases.c_str(), "%d:%d:%d", &N, &k, &C) != 3) return 2;
-    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
   } else {
-    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk);
-    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
+    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
   }
   if (out != stdout) std::fclose(out);
   return 0;

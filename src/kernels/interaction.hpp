@@ -605,7 +605,7 @@ struct InteractionKernel {
         run_max = new_max;
       }
     } else {
-      tp_fwd<L, false, T>(hj, Y, R.w, T(1), accm);
+      tp_fwd<L, false>(hj, Y, R.w, T(1), accm);
     }
   }
 

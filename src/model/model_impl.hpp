@@ -300,13 +300,26 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     }
     for (int l = 0; l <= L; ++l) md.o_Wu[l] = rel("update.Wu" + std::to_string(l));
     for (int l = 0; l <= L; ++l) md.o_gn[l] = rel("norm.g" + std::to_string(l));
-    {  // radial.W2 transposed to (H, 2PC) for the forward radial MLP
-      const auto& W2 = file.tensors.at(p + "radial.W2").values;
-      const int rows = 2 * P * C, H = hp.H;
-      md.o_W2t = static_cast<int>(host.size()) - base;
-      for (int h = 0; h < H; ++h)
-        for (int o = 0; o < rows; ++o) host.push_back(W2[static_cast<size_t>(o) * H + h]);
+    // transposed copy (cols, rows) of the (rows, cols) tensor `n`, offset relative to the layer
+    auto transposed = [&](const std::string& n, int rows, int cols) {
+      const auto& W = file.tensors.at(p + n).values;
+      const int off = static_cast<int>(host.size()) - base;
+      for (int c = 0; c < cols; ++c)
+        for (int o = 0; o < rows; ++o) host.push_back(W[static_cast<size_t>(o) * cols + c]);
+      return off;
+    };
+    md.o_W2t = transposed("radial.W2", 2 * P * C, hp.H);  // (H, 2PC) for the forward radial MLP
+    md.o_Wm0t = transposed("mix.Wm0", C, C);
+    md.o_Wo0t = transposed("mix.Wo0", C, C);
+    if (L > 0) {
+      md.o_Wgmt = transposed("mix.Wgm", L * C, C);
+      md.o_Wgot = transposed("mix.Wgo", L * C, C);
     }
+    for (int l = 1; l <= L; ++l) {
+      md.o_Wmt[l] = transposed("mix.Wm" + std::to_string(l), C, C);
+      md.o_Wot[l] = transposed("mix.Wo" + std::to_string(l), C, C);
+    }
+    for (int l = 0; l <= L; ++l) md.o_Wut[l] = transposed("update.Wu" + std::to_string(l), C, C);
     md.layer_size = static_cast<int>(host.size()) - base;
   }
   md.w = Kokkos::View<T*, ExecSpace>("bm_weights", host.size());
@@ -661,10 +674,11 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           // scalar mix + SiLU, and the gate pre-activations of l >= 1
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + L * C), [&](int n) {
             const int o = n < C ? n : n - C;
-            const int oW = n < C ? md.o_Wm0 : md.o_Wgm, oV = n < C ? md.o_Wo0 : md.o_Wgo;
+            // transposed weights (in, out): element (o, c) at c * rows + o
+            const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
             T z = md.w(lb + (n < C ? md.o_b0 : md.o_bg) + o);
             for (int c = 0; c < C; ++c)
-              z += md.w(lb + oW + o * C + c) * mv(i, c) + md.w(lb + oV + o * C + c) * ov(i, c);
+              z += md.w(lb + oW + c * rows + o) * mv(i, c) + md.w(lb + oV + c * rows + o) * ov(i, c);
             if (n < C) {
               zv(i, o) = z;
               act(o) = silu(z);
@@ -678,8 +692,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int k = 1 + n / C, o = n % C, l = degree_of(k);
             T zz = 0;
             for (int c = 0; c < C; ++c)
-              zz += md.w(lb + md.o_Wm[l] + o * C + c) * mv(i, k * C + c) +
-                    md.w(lb + md.o_Wo[l] + o * C + c) * ov(i, k * C + c);
+              zz += md.w(lb + md.o_Wmt[l] + c * C + o) * mv(i, k * C + c) +
+                    md.w(lb + md.o_Wot[l] + c * C + o) * ov(i, k * C + c);
             zv(i, k * C + o) = zz;
             act(k * C + o) = zz * sigmoid(gamv(i, (l - 1) * C + o));
           });
@@ -688,7 +702,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, o = n % C, l = degree_of(k);
             T v = h(i, n);
-            for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wu[l] + o * C + c) * act(k * C + c);
+            for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wut[l] + c * C + o) * act(k * C + c);
             hpv(i, n) = v;
           });
           team.team_barrier();

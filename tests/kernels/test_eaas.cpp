@@ -131,7 +131,7 @@ void check_matches_dense() {
       w[p] = 1.0;
       double Y[K], dense[KO] = {}, eaas[KO] = {};
       sh<L, double>(v.data(), Y);
-      tp_fwd<L, ALL, double>(h, Y, w, 1.0, dense);
+      tp_fwd<L, ALL>(h, Y, w, 1.0, dense);
       eaas_tp<L, ALL, double>(v.data(), h, w, 1.0, eaas);
       const double sc = maxabs(dense, KO);
       ASSERT_GT(sc, 1e-6);
@@ -200,7 +200,7 @@ TEST(EAAS, AdjointMatchesFiniteDifferences) {
       auto Ed = [&](const double* r) {
         double Y[K], out[KO] = {};
         sh<L, double>(r, Y);
-        tp_fwd<L, true, double>(h, Y, w, 0.7, out);
+        tp_fwd<L, true>(h, Y, w, 0.7, out);
         double s = 0;
         for (int k = 0; k < KO; ++k) s += go[k] * out[k];
         return s;
@@ -239,7 +239,7 @@ double eaas_vs_dense_in_kernel() {
         for (int k = 0; k < 16; ++k) h[k] = 0.1 * k - 0.5;
         for (int p = 0; p < 34; ++p) w[p] = 0.05 * p + 0.1;
         sh<3, double>(r, Y);
-        tp_fwd<3, true, double>(h, Y, w, 1.0, a);
+        tp_fwd<3, true>(h, Y, w, 1.0, a);
         eaas_tp<3, true, double>(r, h, w, 1.0, b);
         double e = 0;
         for (int k = 0; k < 32; ++k) e = fmax(e, fabs(a[k] - b[k]));

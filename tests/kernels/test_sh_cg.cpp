@@ -230,7 +230,7 @@ TEST(CG, GeneratedPathKernelsMatchTable) {
   double w[34];
   for (double& v : w) v = g(rng);
   double out[32] = {}, ref[32] = {};
-  tp_fwd<3, true, double>(h, Y, w, 0.7, out);
+  tp_fwd<3, true>(h, Y, w, 0.7, out);
   for (int p = 0; p < 34; ++p) {
     const auto q = path_at(3, true, p);
     const double alpha = path_alpha(3, true, p);
