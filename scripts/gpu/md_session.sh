@@ -8,7 +8,8 @@
 #       "BATMOBILE_RADIAL_MODE=0:md_radial0"; none by default). run_gpu.sh must not rebuild LAMMPS here:
 #       relinking liblammps.so under the running benchmark made its later cases fail to start (H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
-#       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run and a per-kernel profile (bench/profile) run
+#       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run (BATMOBILE_SESSION_NVE=0: none) and a
+#       per-kernel profile (bench/profile) run
 #       on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests and the water run and copies the
 #       water log, RDFs and analysis (results/gOO.png, summary.json) and restart files to OUTDIR.
 # With one GPU everything shares GPU 0 (the benchmark numbers then include the other jobs' load).
@@ -79,9 +80,11 @@ say "test suite on GPU $LAST (background)"
 CTP=$!
 say "kernel benchmark"
 BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" > "$OUT/kbench.log" 2>&1
-say "NVE drift run"
-BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \
-  > "$OUT/nve.log" 2>&1
+if [ "${BATMOBILE_SESSION_NVE:-1}" = 1 ]; then
+  say "NVE drift run"
+  BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \
+    > "$OUT/nve.log" 2>&1
+fi
 say "kernel profile"
 g++ -O2 -shared -fPIC -o "$S/libbm_kernel_timer.so" bench/profile/kokkos_kernel_timer.cpp
 DATA=examples/lammps_inputs/water216/water216_start.lmp
