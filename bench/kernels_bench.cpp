@@ -1,13 +1,11 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
-//                        [--radial-mode 0|1|both] [--radial-chunk 0|2|4|8] [--conv-variants] [--check-dump DIR]
+//                        [--radial-mode 0|1|both] [--radial-chunk 0|2|4|8] [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
 //     conv_fwd_bwd       forward + adjoint (dE/dh, dE/dw, dE/dr -> forces and per-atom virial)
-//                        (--conv-variants: also conv_fwd[_bwd]_ngN[_bB], the kernel with N threads per channel
-//                        (path groups, path_groups.hpp) and launch bounds of B blocks per SM; default kernel: N = 3)
 //     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
 //     attention_fwd      its forward alone
@@ -156,18 +154,15 @@ Kern make_conv(const G& g, int N, int E, int C) {
   return kern;
 }
 
-// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths, NG, MINB>; suffix names the variant's ops.
-template <int NG, int MINB>
-void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate,
-               const std::string& suffix) {
+// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths>.
+void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate) {
   const int E = N * k;
   const long long base = device_used_bytes();
-  const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true, NG, MINB>>(g, N, E, C);
+  const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true>>(g, N, E, C);
   const double fl = conv_flops_per_edge(C) * E;
-  const std::string extra = ", \"path_groups\": " + std::to_string(NG) + ", \"min_blocks\": " + std::to_string(MINB);
   double ms = median_ms([&] { kern.forward(); }, warmup, reps);
-  write_result(out, {"conv_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
-                     fl / (ms * 1e-3) / fma_rate}, extra);
+  write_result(out, {"conv_fwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     fl / (ms * 1e-3) / fma_rate});
   ms = median_ms(
       [&] {
         kern.forward();
@@ -177,14 +172,13 @@ void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, 
         kern.backward();
       },
       warmup, reps);
-  write_result(out, {"conv_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
-                     3 * fl / (ms * 1e-3) / fma_rate}, extra);
+  write_result(out, {"conv_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     3 * fl / (ms * 1e-3) / fma_rate});
 }
 
 // radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.
-// conv_variants: also time the conv's path-group variants (ops conv_fwd_ngN, conv_fwd_bwd_ngN[_bB]).
 void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir,
-              const std::vector<int>& radial_modes, int radial_chunk, bool conv_variants) {
+              const std::vector<int>& radial_modes, int radial_chunk) {
   const RandomGraph rg = make_random_graph(N, k, 1000u + N + k);
   if (!graph_dir.empty()) {
     std::ofstream f(graph_dir + "/graph_" + std::to_string(N) + "_" + std::to_string(k) + ".bin", std::ios::binary);
@@ -203,15 +197,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     write_result(out, {"sh", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
   }
   auto g = make_graph<float, Dev>(rg.x, N, rg.recv, rg.send);
-  // conv with per-edge weights, all 34 paths: the default kernel, then each path-group variant (suffix _ngN[_bB])
-  time_conv<ConvEdgeWeights<float, Dev, 3, true>::groups, 0>(out, g, N, k, C, warmup, reps, fma_rate, "");
-  if (conv_variants) {
-    time_conv<1, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng1");
-    time_conv<2, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng2");
-    time_conv<4, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng4");
-    time_conv<6, 0>(out, g, N, k, C, warmup, reps, fma_rate, "_ng6");
-    time_conv<3, 2>(out, g, N, k, C, warmup, reps, fma_rate, "_ng3_b2");
-  }
+  time_conv(out, g, N, k, C, warmup, reps, fma_rate);  // conv with per-edge weights, all 34 paths
   {  // fused interaction + attention, L = 2 (model default), forward + adjoint
     constexpr int L = 2;
     const int A = 4, dk = 8, NB = 8, H = 32, P = num_paths(L, false);
@@ -361,7 +347,6 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   std::string out_path, graph_dir, cases = "full", check_dir;
   int reps = 50, warmup = 5, radial_chunk = 0;
-  bool conv_variants = false;
   std::vector<int> radial_modes = {0};
   for (int a = 1; a < argc; ++a) {
     const std::string s = argv[a];
@@ -373,7 +358,6 @@ int main(int argc, char** argv) {
     else if (s == "--cases") cases = next();
     else if (s == "--check-dump") check_dir = next();
     else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
-    else if (s == "--conv-variants") conv_variants = true;
     else if (s == "--radial-mode") {
       const std::string v = next();
       if (v == "0" || v == "1") radial_modes = {std::stoi(v)};
@@ -397,14 +381,14 @@ int main(int argc, char** argv) {
   std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "w");
   if (!out) return 3;
   if (cases == "quick") {
-    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk, conv_variants);
+    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk);
   } else if (cases.find(':') != std::string::npos) {  // one custom case N:k:C
     int N = 0, k = 0, C = 0;
     if (std::sscanf(cases.c_str(), "%d:%d:%d", &N, &k, &C) != 3) return 2;
-    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
+    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk);
   } else {
-    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
-    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk, conv_variants);
+    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk);
   }
   if (out != stdout) std::fclose(out);
   return 0;

@@ -8,7 +8,6 @@
 #     BATMOBILE_BENCH_CASES full (default: 1000 atoms x 20 nbrs C=32, 10000 x 30 C=64) or quick (tiny smoke test)
 #     BATMOBILE_E3NN_BACKEND e3nn (default) or dense (torch einsum over cg_l3.npz: to test this script without e3nn)
 #     BATMOBILE_BENCH_RADIAL radial modes of the attention ops: both (default; mode 1 ops end in _radial_gemm), 0 or 1
-#     BATMOBILE_BENCH_CONV_VARIANTS 1 (default): also time the conv's path-group variants (ops ..._ngN[_bB]); 0: not
 #   Steps: (1) e3nn cross-check: batmobile_bench --check-dump (fp64 kernels on the device) vs e3nn (SH, conv
 #   output, dE/dh, dE/dw, forces) -> OUTDIR/e3nn_check.json; (2) batmobile timings on random graphs (graphs
 #   written to OUTDIR/graphs) -> OUTDIR/batmobile.jsonl; (3) e3nn timings on the same graphs -> OUTDIR/e3nn.jsonl;
@@ -22,7 +21,6 @@ REPS=${BATMOBILE_BENCH_REPS:-50}
 CASES=${BATMOBILE_BENCH_CASES:-full}
 BACKEND=${BATMOBILE_E3NN_BACKEND:-e3nn}
 RADIAL=${BATMOBILE_BENCH_RADIAL:-both}
-CONV_VARIANTS=$([ "${BATMOBILE_BENCH_CONV_VARIANTS:-1}" = 1 ] && echo --conv-variants)
 rc=0
 if [ ! -x "$BIN" ]; then
   echo "run_gpu_bench: no benchmark binary at $BIN (set BATMOBILE_BENCH_BIN)" >&2
@@ -41,7 +39,7 @@ else
 fi
 
 echo "== batmobile timings"
-"$BIN" --reps "$REPS" --warmup 5 --cases "$CASES" --radial-mode "$RADIAL" --graph-dir "$OUT/graphs" $CONV_VARIANTS \
+"$BIN" --reps "$REPS" --warmup 5 --cases "$CASES" --radial-mode "$RADIAL" --graph-dir "$OUT/graphs" \
   --out "$OUT/batmobile.jsonl" || rc=1
 cat "$OUT/batmobile.jsonl"
 

@@ -3,7 +3,6 @@
 //   common.hpp        path sets, alpha_p, envelope, Bessel, dual numbers, static_for
 //   sh.hpp            real spherical harmonics l <= 3 (e3nn 0.6, component normalisation, polar axis y) + adjoint
 //   generated/cg_tables.hpp  real CG tables (python/tools/gen_cg.py) + straight-line per-path kernels
-//   path_groups.hpp   compile-time split of a path set into balanced groups (several threads per channel)
 //   tp.hpp            per-channel tensor products over a path set + adjoints
 //   graph.hpp         receiver- and sender-grouped CSR neighbour graph
 //   interaction.hpp   fused conv + on-the-fly attention of one layer (docs/model.md steps 1-2) + adjoint
@@ -15,6 +14,5 @@
 #include "eaas.hpp"
 #include "graph.hpp"
 #include "interaction.hpp"
-#include "path_groups.hpp"
 #include "sh.hpp"
 #include "tp.hpp"

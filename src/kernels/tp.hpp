@@ -6,26 +6,23 @@
 //   Y[K]   edge spherical harmonics
 //   w[P]   per-path weights of this channel, P = num_paths(L, ALL)
 //   out[num_out(L, ALL)]  output slots, see out_index() in common.hpp
-//   tp_fwd<L, ALL[, Sel]>(h, Y, w, s, out)  out += s * sum_p alpha_p w_p CG_p(h, Y), over the paths Sel::has(p)
-//                                         (default all; see path_groups.hpp)
+//   tp_fwd<L, ALL>(h, Y, w, s, out)       out += s * sum_p alpha_p w_p CG_p(h, Y) (w: array or accessor)
 //   tp_fwd2<L>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products
-//   tp_adjoint<L, ALL, NEED_H, TWO, T, NEED_W = true, Sel = AllPaths>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
+//   tp_adjoint<L, ALL, NEED_H, TWO, T, NEED_W = true>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
 //       adjoint of  out_m = cm * TP(h, w) (and, if TWO, out_v = cv * TP(h, wv)) for upstream gm (go):
 //       gh += d/dh (if NEED_H), gY += d/dY, gw[p] += d/dw_p, gwv[p] += d/dwv_p (if TWO; both if NEED_W)
 #pragma once
 #include "common.hpp"
 #include "generated/cg_tables.hpp"
-#include "path_groups.hpp"
 
 namespace batmobile {
 namespace kernels {
 
-template <int L, bool ALL, class Sel = AllPaths, class T, class W>
+template <int L, bool ALL, class T, class W>
 KOKKOS_INLINE_FUNCTION void tp_fwd(const T* h, const T* Y, const W& w, T s, T* out) {
   constexpr int P = num_paths(L, ALL);
   static_for<P>([&](auto I) {
     constexpr int p = decltype(I)::value;
-    if constexpr (!Sel::has(p)) return;
     constexpr PathLs q = path_at(L, ALL, p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, ALL, p)) * s * w[p], out + o);
@@ -56,14 +53,13 @@ KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const W& w, const WV
 // path then loads its weight and its (2 l3 + 1) upstream values where it uses them, so that they need not all be
 // live in registers at once (the conv adjoint kernels spill otherwise). gw, gwv: anything with gw[p] += x (T*, or a
 // proxy that contracts dE/dw_p at once, see ContractWithDw in interaction.hpp).
-template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class Sel = AllPaths, class W, class WV,
-          class GM, class GO, class GW, class GWV>
+template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class W, class WV, class GM, class GO,
+          class GW, class GWV>
 KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const WV& wv, const GM& gm, const GO& go,
                                        T cm, T cv, T* gh, T* gY, GW gw, GWV gwv) {
   constexpr int P = num_paths(L, ALL);
   static_for<P>([&](auto I) {
     constexpr int p = decltype(I)::value;
-    if constexpr (!Sel::has(p)) return;
     constexpr PathLs q = path_at(L, ALL, p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     constexpr int n3 = 2 * q.l3 + 1;

@@ -1,8 +1,5 @@
 // Fused conv with per-edge weights over all 34 paths (and the 23 natural ones): forward vs a dense double
 // reference, dE/dw exactly, dE/dh and forces by finite differences, virial, rotation equivariance.
-#include <algorithm>
-#include <map>
-
 #include "test_util.hpp"
 
 using namespace bt;
@@ -47,9 +44,9 @@ std::vector<double> reference(const Case& S, bool all, const std::vector<double>
   return out;
 }
 
-template <class T, bool ALL, int NG = ConvEdgeWeights<T, Dev, 3, ALL>::groups>
+template <class T, bool ALL>
 struct Runner {
-  using Kern = ConvEdgeWeights<T, Dev, 3, ALL, NG>;
+  using Kern = ConvEdgeWeights<T, Dev, 3, ALL>;
   Kern k;
   Runner(const Case& S, const std::vector<double>& x, const std::vector<double>& h, const std::vector<double>& w,
          const std::vector<double>* gout) {
@@ -176,81 +173,8 @@ void check(unsigned seed) {
 
 }  // namespace
 
-// The path-group split (path_groups.hpp) against the FD-checked default kernel (NG = 1 on host back-ends, 3 on
-// GPUs): every number equal to rounding.
-template <bool ALL, int NG>
-void check_groups_agree(unsigned seed) {
-  const Case S = make_case(ALL, seed);
-  std::mt19937 rng(seed + 1);
-  std::normal_distribution<double> g(0, 1);
-  std::vector<double> gout(size_t(S.n_recv) * (ALL ? 32 : 16) * S.C);
-  for (double& v : gout) v = g(rng);
-  Runner<double, ALL> base(S, S.x, S.h, S.w, &gout);
-  Runner<double, ALL, NG> other(S, S.x, S.h, S.w, &gout);
-  auto same = [&](auto a, auto b, const char* what) {
-    auto ha = to_host(a), hb = to_host(b);
-    ASSERT_EQ(ha.size(), hb.size());
-    for (size_t k = 0; k < ha.size(); ++k)
-      ASSERT_NEAR(hb.data()[k], ha.data()[k], 1e-12 * (1 + std::fabs(ha.data()[k]))) << what << " " << k << " NG " << NG;
-  };
-  same(base.k.out, other.k.out, "out");
-  same(base.k.gh, other.k.gh, "gh");
-  same(base.k.gw, other.k.gw, "gw");
-  same(base.k.f, other.k.f, "f");
-  same(base.k.vatom, other.k.vatom, "vatom");
-}
-
-size_t dense_cg_nonzeros(int l1, int l2, int l3) {
-  const auto& d = dense_cg().data[l1][l2][l3];
-  return size_t(std::count_if(d.begin(), d.end(), [](double v) { return v != 0.0; }));
-}
-
-// Every path in exactly one group, keys never split, groups balanced to within the heaviest key's work.
-template <int L, bool ALL, PathKey KEY, int NG>
-void check_group_table() {
-  constexpr int P = num_paths(L, ALL);
-  int load[NG] = {}, heaviest_key = 0;
-  std::map<int, int> key_group, key_work;
-  for (int p = 0; p < P; ++p) {
-    const PathLs q = path_at(L, ALL, p);
-    const int grp = path_group<L, ALL, KEY, NG>(p);
-    ASSERT_GE(grp, 0);
-    ASSERT_LT(grp, NG);
-    const int key = KEY == PathKey::l1 ? q.l1 : KEY == PathKey::output ? 2 * q.l3 + (q.l1 + q.l2) % 2 : p;
-    if (key_group.count(key)) EXPECT_EQ(key_group[key], grp) << "key " << key << " split";
-    key_group[key] = grp;
-    const int n = int(dense_cg_nonzeros(q.l1, q.l2, q.l3));
-    load[grp] += n;
-    key_work[key] += n;
-  }
-  for (auto& kw : key_work) heaviest_key = std::max(heaviest_key, kw.second);
-  const int mx = *std::max_element(load, load + NG), mn = *std::min_element(load, load + NG);
-  if (int(key_work.size()) >= NG) EXPECT_LE(mx - mn, heaviest_key) << "NG " << NG;
-}
-
 TEST(ConvEdgeWeights, AllPathsForwardAdjoint) { check<true>(41); }
 TEST(ConvEdgeWeights, NaturalPathsForwardAdjoint) { check<false>(42); }
-TEST(ConvEdgeWeights, PathGroupsAgreeAllPaths) {
-  check_groups_agree<true, 1>(45);
-  check_groups_agree<true, 2>(46);
-  check_groups_agree<true, 3>(44);
-  check_groups_agree<true, 4>(47);
-  check_groups_agree<true, 6>(48);
-}
-TEST(ConvEdgeWeights, PathGroupsAgreeNaturalPaths) {
-  check_groups_agree<false, 1>(49);
-  check_groups_agree<false, 5>(50);
-}
-TEST(PathGroups, PartitionAndBalance) {
-  check_group_table<3, true, PathKey::path, 3>();
-  check_group_table<3, true, PathKey::path, 6>();
-  check_group_table<3, true, PathKey::output, 3>();
-  check_group_table<3, true, PathKey::output, 7>();
-  check_group_table<3, true, PathKey::l1, 3>();
-  check_group_table<3, false, PathKey::output, 4>();
-  check_group_table<2, false, PathKey::path, 2>();
-  EXPECT_TRUE((key_in_group<3, true, PathKey::output, 3, 0>(0, 1)));  // 0o has no path: group 0 writes its zero
-}
 
 TEST(ConvEdgeWeights, RotationEquivariance) {
   const Case S = make_case(true, 43);
