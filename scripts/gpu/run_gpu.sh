@@ -84,7 +84,11 @@ else
 fi
 
 {
-  echo "run_gpu.sh summary ($(date -u), $(( $(date +%s) - T0 )) s total, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+  # the device copy's .git can lag the copied tree (seen on the H200, 2026-11-29): the sources' content hash says
+  # which code ran
+  SRC_HASH=$(find src bench tests -type f \( -name '*.hpp' -o -name '*.h' -o -name '*.cpp' \) -print0 | sort -z |
+    xargs -0 sha1sum | sha1sum | cut -c1-12)
+  echo "run_gpu.sh summary ($(date -u), $(( $(date +%s) - T0 )) s total, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), sources $SRC_HASH)"
   printf '%s\n' "${SUMMARY[@]}"
   grep -hE "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$OUT/ctest.log" 2>/dev/null | head -n 60
 } | tee "$OUT/summary.txt"

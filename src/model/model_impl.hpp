@@ -745,30 +745,40 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
   auto eatom = out.eatom;
   Kokkos::deep_copy(dh, T(0));
+  // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
+  const int readout_team = std::min(node_team, 32);
   Kokkos::parallel_reduce(
-      "bm_readout", Policy(0, nl),
-      KOKKOS_LAMBDA(int i, double& esum) {
+      "bm_readout",
+      Kokkos::TeamPolicy<ExecSpace>(nl, readout_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
+      KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
+        const int i = team.league_rank();
         const int s = species(i);
         if (s < 0) {
-          if (want_eatom) eatom(i) = 0;
+          if (want_eatom && team.team_rank() == 0) eatom(i) = 0;
           return;
         }
-        T e = md.w(md.o_rb2);
-        T dpre[kMaxHr];
-        for (int r = 0; r < md.Hr; ++r) {
-          T a = md.w(md.o_rb1 + r);
-          for (int c = 0; c < C; ++c) a += md.w(md.o_rW1 + r * C + c) * hT(i, c);
-          e += md.w(md.o_rw2 + r) * silu(a);
-          dpre[r] = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
-        }
-        for (int c = 0; c < C; ++c) {
+        ScratchT dpre(team.team_scratch(0), md.Hr);  // dE/d(hidden pre-activation)
+        T e = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, md.Hr),
+            [&](int r, T& acc) {
+              T a = md.w(md.o_rb1 + r);
+              for (int c = 0; c < C; ++c) a += md.w(md.o_rW1 + r * C + c) * hT(i, c);
+              acc += md.w(md.o_rw2 + r) * silu(a);
+              dpre(r) = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
+            },
+            e);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
           T acc = 0;
-          for (int r = 0; r < md.Hr; ++r) acc += md.w(md.o_rW1 + r * C + c) * dpre[r];
+          for (int r = 0; r < md.Hr; ++r) acc += md.w(md.o_rW1 + r * C + c) * dpre(r);
           dh(i, c) = acc;
+        });
+        if (team.team_rank() == 0) {  // one contribution per atom
+          const double Ei = double(md.energy_scale) * double(md.w(md.o_rb2) + e) + md.E_ref(s);
+          if (want_eatom) eatom(i) = Ei;
+          esum += Ei;
         }
-        const double Ei = double(md.energy_scale) * double(e) + md.E_ref(s);
-        if (want_eatom) eatom(i) = Ei;
-        esum += Ei;
       },
       energy);
   out.energy = energy;
