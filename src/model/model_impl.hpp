@@ -483,7 +483,8 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
 // half the automatic edge split from kManyAtoms atoms on (GPUs only; host back-ends run one thread per team).
 template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl) const {
-  if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace> || nl < model_detail::kManyAtoms) return fused_->team_size;
+  if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace> || nl < model_detail::kManyAtoms)
+    return fused_->team_size;
   const int C = d_.C, S = 128 / C;  // the automatic split (gpu_launch in src/kernels/interaction.hpp)
   return S >= 2 ? C * (S / 2) : 0;
 }

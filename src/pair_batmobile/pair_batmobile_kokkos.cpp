@@ -266,7 +266,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   using TeamPolicy = Kokkos::TeamPolicy<Exec>;
   using Member = typename TeamPolicy::member_type;
   const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
-  const int graph_team = team_env ? std::max(1, std::atoi(team_env)) : (batmobile::kernels::runs_on_host<Exec> ? 1 : 32);
+  const int graph_team =
+      team_env ? std::max(1, std::atoi(team_env)) : (batmobile::kernels::runs_on_host<Exec> ? 1 : 32);
   auto count = I.count;
   Kokkos::deep_copy(count, 0);
   double closest_sq = 1e300;
