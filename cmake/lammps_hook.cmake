@@ -113,6 +113,13 @@ function(batmobile_hook_into_lammps)
   message(STATUS "Batmobile: style headers: ${style_headers}")
 
   target_sources(lammps PRIVATE ${sources})
+  # LAMMPS pins its own sources to C++11 (KOKKOS raises that to 14); ours need C++17 (if constexpr, fold
+  # expressions, inline variables), which GCC accepted in C++14 mode with warnings only. GCC and Clang take the
+  # last -std flag. Not yet for the CUDA build (nvcc_wrapper would also take the last one, with a warning per
+  # file, but that build could not be re-run when this was written; it compiles our sources as C++14 + warnings).
+  if(NOT CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper")
+    set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES COMPILE_OPTIONS "-std=c++17")
+  endif()
   target_include_directories(lammps PRIVATE "${ARG_STYLE_DIR}" "${batmobile_src}")
   set(extra_libs)
   foreach(t batmobile_model batmobile_kernels)
