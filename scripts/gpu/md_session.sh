@@ -9,12 +9,12 @@
 #       relinking liblammps.so under the running benchmark made its later cases fail to start (H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
 #       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run (BATMOBILE_SESSION_NVE=0: none) and a
-#       per-kernel profile (bench/profile) run
-#       on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests and the water run and copies the
-#       water log, RDFs and analysis (results/gOO.png, summary.json) and restart files to OUTDIR.
+#       per-kernel profile (bench/profile) run on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests
+#       and the water run and copies the water log, RDFs and analysis (results/gOO.png, summary.json) and restart
+#       files to OUTDIR.
 # With one GPU everything shares GPU 0 (the benchmark numbers then include the other jobs' load).
 # State between the two calls: $BATMOBILE_CACHE (default /tmp/batmobile-cache) and /tmp/bm_session.
-# Durations seen on the H200 (2026-11-29): LAMMPS build 293 s, test build ~250 s, MD bench <= 270 s (so start
+# Durations seen on the H200 (2026-11-29): LAMMPS build 186-293 s, test build ~250 s, MD bench <= 270 s (so start
 # ~570 s without A/B runs: 60 s each); finish: ctest ~125 s beside kernel bench 93 s + NVE 90 s + profile 10 s.
 set -uo pipefail
 MODE=${1:?usage: md_session.sh start|finish OUTDIR [seconds]}

@@ -61,6 +61,13 @@ inline constexpr int kMaxDk = 32;  // attention key width bound
 inline constexpr int kSmallDk = 8;
 inline constexpr int kMaxHeads = 64;
 
+// Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
+// else 1 (host back-ends: one thread per team loops over the channels).
+KOKKOS_INLINE_FUNCTION constexpr int edge_split(int ts, int C) { return ts >= C ? ts / C : 1; }
+// The automatic GPU edge split before the scratch and team-size limits (InteractionKernel::gpu_launch): 128-thread
+// teams.
+KOKKOS_INLINE_FUNCTION constexpr int auto_edge_split(int C) { return 128 / C > 1 ? 128 / C : 1; }
+
 template <class T, class Device>
 struct LayerParams {
   using V1 = Kokkos::View<const T*, Device>;
@@ -282,12 +289,12 @@ struct InteractionKernel {
     return 0;
   }
 
-  // Automatic GPU launch: edge split S = 128 / C (>= 1), team C S <= 256 and <= tmax; with radial mode 1 the
+  // Automatic GPU launch: edge split S = auto_edge_split(C) = 128 / C (>= 1), team C S <= 256 and <= tmax; with radial mode 1 the
   // largest S for which a mode-1 chunk of >= S edges fits `limit`, else (mode 0) S lowered until the scratch
   // fits. Returns {S, gch}.
   static Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, bool adjoint, bool gemm, int want, int tmax,
                                            size_t limit) {
-    const int S0 = 128 / C > 1 ? 128 / C : 1;
+    const int S0 = auto_edge_split(C);
     auto team_ok = [&](int S) { return S == 1 || (C * S <= 256 && C * S <= tmax); };
     for (int S = S0; gemm && S >= 1; --S) {
       const int g = team_ok(S) ? radial_chunk_for(C, H, dk, adjoint, S, limit, want, S) : 0;
@@ -510,7 +517,7 @@ struct InteractionKernel {
     T accm[K], acco[K], run_max, run_z;
     const int ts = team.team_size(), tr = team.team_rank();
     check_team_size<G>(ts);
-    const auto ch = make_chunk<G>(team, false, ts >= C ? ts / C : 1);
+    const auto ch = make_chunk<G>(team, false, edge_split(ts, C));
     if (ts >= C) {  // GPU: thread = (channel c, edge slot sl); slot sl takes the chunk edges t = sl (mod S)
       const int S = ts / C, c = tr % C, sl = tr / C;
       const int a = c / chead;
@@ -773,7 +780,7 @@ struct InteractionKernel {
     const int C = prm.C, chead = C / prm.A;
     const int ts = team.team_size(), tr = team.team_rank();
     check_team_size<G>(ts);
-    const int S = ts >= C ? ts / C : 1;
+    const int S = edge_split(ts, C);
     const auto ch = make_chunk<G>(team, true, S);
     const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
     const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
@@ -913,7 +920,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
-  const int S = team_size >= C ? team_size / C : 1;
+  const int S = edge_split(team_size, C);
   const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
@@ -961,8 +968,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
   });
-  r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, r.team_fwd >= prm.C ? r.team_fwd / prm.C : 1,
-                                    r.chunk_fwd);
+  r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd);
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
@@ -970,8 +976,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
     });
-    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, r.team_adj >= prm.C ? r.team_adj / prm.C : 1,
-                                     r.chunk_adj);
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj);
   });
   return r;
 }

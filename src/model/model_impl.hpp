@@ -485,8 +485,8 @@ template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl) const {
   if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace> || nl < model_detail::kManyAtoms)
     return fused_->team_size;
-  const int C = d_.C, S = 128 / C;  // the automatic split (gpu_launch in src/kernels/interaction.hpp)
-  return S >= 2 ? C * (S / 2) : 0;
+  const int S = kernels::auto_edge_split(d_.C);
+  return S >= 2 ? d_.C * (S / 2) : 0;
 }
 
 template <class T, class ExecSpace>
@@ -532,6 +532,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchT = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const int node_team = node_team_;
+  // per-atom work over tens of items (an atom's edges, the readout's hidden units): a warp per atom is plenty
+  const int warp_team = std::min(node_team, 32);
   auto node_policy = [node_team](int n, size_t bytes) {
     return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
@@ -541,9 +543,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-  // a warp per atom is plenty for tens of edges
   build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_,
-                              std::min(node_team, 32));
+                              warp_team);
   auto erecv = edge_recv_;
   auto soff = send_offsets_;
   auto sedge = send_edges_;
@@ -747,10 +748,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto eatom = out.eatom;
   Kokkos::deep_copy(dh, T(0));
   // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
-  const int readout_team = std::min(node_team, 32);
   Kokkos::parallel_reduce(
       "bm_readout",
-      Kokkos::TeamPolicy<ExecSpace>(nl, readout_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
+      Kokkos::TeamPolicy<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
       KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
         const int i = team.league_rank();
         const int s = species(i);

@@ -127,6 +127,9 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   batmobile_kk::ExchangeCounts counts;     // of the current compute() (pvector)
   long host_packs[2] = {0, 0};             // host pack_forward_comm / pack_reverse_comm callbacks so far
   int images_nlocal = -1, images_nall = -1;  // the atom counts the image map was built for
+  // threads per atom of the edge-list build: a warp on GPUs, one thread on host back-ends; BATMOBILE_GRAPH_TEAM=N
+  // overrides (tests run N = 2 on OpenMP)
+  int graph_team = 1;
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
   Kokkos::View<int *, Exec> type_species, count;
@@ -144,6 +147,9 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   // exchange statistics of the last compute() for `compute pair` (see the header)
   nextra = 7;
   pvector = new double[nextra]();
+  const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
+  kk->graph_team = team_env ? std::max(1, std::atoi(team_env))
+                            : (batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 1 : 32);
 }
 
 template <class DeviceType>
@@ -260,14 +266,12 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
         for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
         gs(n) = tsp(type(n));
       });
-  // edges: count per receiver, scan, fill (same filter and order as the CPU style). A team per local atom (a warp on
-  // GPUs, one thread on host back-ends; BATMOBILE_GRAPH_TEAM=N overrides, tests run N = 2 on OpenMP) walks its
-  // neighbour list: the one-thread-per-atom version took 69 + 65 us of a 648-atom step on the H200.
+  // edges: count per receiver, scan, fill (same filter and order as the CPU style). A team of I.graph_team threads
+  // per local atom walks its neighbour list: the one-thread-per-atom version took 69 + 65 us of a 648-atom step on
+  // the H200.
   using TeamPolicy = Kokkos::TeamPolicy<Exec>;
   using Member = typename TeamPolicy::member_type;
-  const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
-  const int graph_team =
-      team_env ? std::max(1, std::atoi(team_env)) : (batmobile::kernels::runs_on_host<Exec> ? 1 : 32);
+  const int graph_team = I.graph_team;
   auto count = I.count;
   Kokkos::deep_copy(count, 0);
   double closest_sq = 1e300;
