@@ -325,8 +325,11 @@ def merge(args):
     cases = []
     for r in cpp:
         key = (r["op"], r["atoms"], r["neighbors"], r["channels"])
-        # an alternative kernel variant of an op ("attention_fwd_bwd_radial_gemm") is compared with e3nn's op
-        base_op = r["op"][:-len("_radial_gemm")] if r["op"].endswith("_radial_gemm") else r["op"]
+        # an alternative kernel variant of an op ("attention_fwd_bwd_radial_gemm", "..._radial_mma") is compared with e3nn's op
+        base_op = r["op"]
+        for variant in ("_radial_gemm", "_radial_mma"):
+            if base_op.endswith(variant):
+                base_op = base_op[:-len(variant)]
         e = ref.get(key) or ref.get((base_op,) + key[1:], {})
         ems = e.get("e3nn_ms")
         cases.append({"op": r["op"], "atoms": r["atoms"], "neighbors": r["neighbors"], "channels": r["channels"],

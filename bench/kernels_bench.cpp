@@ -9,9 +9,10 @@
 //     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
 //     attention_fwd      its forward alone
-//   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1); mode 1
-//   ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm; --radial-chunk sets radial_chunk.
-//   Attention records also carry the launch (team size and mode-1 chunk, 0 = mode 0, of forward and adjoint).
+//   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
+//   0, 1 and 2); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
+//   cores) ..._radial_mma; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
+//   mode-1 chunk (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
@@ -225,11 +226,13 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
       prm.radial_mode = mode;
       prm.radial_chunk = radial_chunk;
       const auto ln = interaction_launch<float, Dev, L, true>(prm);
-      const std::string suffix = mode == 1 ? "_radial_gemm" : "",
+      const std::string suffix = mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "",
                         extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
                                 std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
+                                ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
                                 ", \"team_adj\": " + std::to_string(ln.team_adj) +
-                                ", \"chunk_adj\": " + std::to_string(ln.chunk_adj);
+                                ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
+                                ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false");
       double ms = median_ms(
           [&] {
             interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
@@ -360,10 +363,11 @@ int main(int argc, char** argv) {
     else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
     else if (s == "--radial-mode") {
       const std::string v = next();
-      if (v == "0" || v == "1") radial_modes = {std::stoi(v)};
+      if (v == "0" || v == "1" || v == "2") radial_modes = {std::stoi(v)};
       else if (v == "both") radial_modes = {0, 1};
+      else if (v == "all") radial_modes = {0, 1, 2};
       else {
-        std::fprintf(stderr, "--radial-mode: 0, 1 or both\n");
+        std::fprintf(stderr, "--radial-mode: 0, 1, 2, both or all\n");
         return 2;
       }
     }

@@ -7,7 +7,8 @@
 #     BATMOBILE_BENCH_REPS  timed repetitions (default 50, median reported; 5 warm-up runs)
 #     BATMOBILE_BENCH_CASES full (default: 1000 atoms x 20 nbrs C=32, 10000 x 30 C=64) or quick (tiny smoke test)
 #     BATMOBILE_E3NN_BACKEND e3nn (default) or dense (torch einsum over cg_l3.npz: to test this script without e3nn)
-#     BATMOBILE_BENCH_RADIAL radial modes of the attention ops: both (default; mode 1 ops end in _radial_gemm), 0 or 1
+#     BATMOBILE_BENCH_RADIAL radial modes of the attention ops: all (default: 0, 1 and 2; mode 1 ops end in
+#                           _radial_gemm, mode 2 (tensor cores) in _radial_mma), both (0 and 1), 0, 1 or 2
 #   Steps: (1) e3nn cross-check: batmobile_bench --check-dump (fp64 kernels on the device) vs e3nn (SH, conv
 #   output, dE/dh, dE/dw, forces) -> OUTDIR/e3nn_check.json; (2) batmobile timings on random graphs (graphs
 #   written to OUTDIR/graphs) -> OUTDIR/batmobile.jsonl; (3) e3nn timings on the same graphs -> OUTDIR/e3nn.jsonl;
@@ -20,7 +21,7 @@ PY=${PYTHON:-python3}
 REPS=${BATMOBILE_BENCH_REPS:-50}
 CASES=${BATMOBILE_BENCH_CASES:-full}
 BACKEND=${BATMOBILE_E3NN_BACKEND:-e3nn}
-RADIAL=${BATMOBILE_BENCH_RADIAL:-both}
+RADIAL=${BATMOBILE_BENCH_RADIAL:-all}
 rc=0
 if [ ! -x "$BIN" ]; then
   echo "run_gpu_bench: no benchmark binary at $BIN (set BATMOBILE_BENCH_BIN)" >&2

@@ -8,6 +8,7 @@
 //   interaction.hpp   fused conv + on-the-fly attention of one layer (docs/model.md steps 1-2) + adjoint
 //   conv_weights.hpp  fused conv with per-edge weights (all 34 paths; e3nn benchmark op) + adjoint
 //   eaas.hpp          Wigner-D to the edge frame, aligned-frame gather tables, SO(2) tensor product + adjoint
+//   tensor_core.hpp   TF32 tensor-core MMA (sm_80+), 3xTF32 split, fragment packing (radial mode 2)
 #pragma once
 #include "common.hpp"
 #include "conv_weights.hpp"
@@ -15,4 +16,5 @@
 #include "graph.hpp"
 #include "interaction.hpp"
 #include "sh.hpp"
+#include "tensor_core.hpp"
 #include "tp.hpp"

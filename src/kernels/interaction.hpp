@@ -37,6 +37,7 @@
 // so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
 // channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
 // the end-of-atom arrays overlap the chunk); where no chunk fits scratch_size_max(0) the mode-0 kernels run.
+// Radial mode 2 (the default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
@@ -47,6 +48,7 @@
 
 #include "graph.hpp"
 #include "sh.hpp"
+#include "tensor_core.hpp"
 #include "tp.hpp"
 
 namespace batmobile {
@@ -74,13 +76,17 @@ struct LayerParams {
   using V2 = Kokkos::View<const T**, Kokkos::LayoutRight, Device>;
   V2 W1, W2t, Wg, Wq, Wk;
   V1 b1;
+  // Radial mode 2: W2t's A fragments for the tensor cores (pack_tf32_a_fragments of W2t; float only, else empty).
+  Kokkos::View<const float*, Device> W2tc;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
   // GPU path only (team_size >= C; the host path ignores both): 0 = each channel-thread computes its radial
   // outputs from the hidden layer (radial_from_hidden); 1 = the team computes them for the whole chunk as a small
-  // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit.
-  // Default 1: 30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms (bench/results/md_h200.json).
-  int radial_mode = 1;
+  // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit
+  // (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms, bench/results/md_h200.json); 2 = mode 1 with
+  // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
+  // multiple of 8, whole warps; InteractionKernel::tensor_core_ok), else mode 1.
+  int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
 };
 
@@ -109,6 +115,16 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   p.Wk = mk(Wk, A * dk, C, false, "Wk");
   auto b = mk(b1, 1, H, false, "b1");
   p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
+  if (std::is_same<T, float>::value && H % MmaTile::K == 0 && (2 * P * C) % MmaTile::M == 0) {
+    std::vector<float> w2t(size_t(H) * 2 * P * C);  // W2t (H, 2PC) from W2 (2PC, H)
+    for (int r = 0; r < 2 * P * C; ++r)
+      for (int hh = 0; hh < H; ++hh) w2t[size_t(hh) * 2 * P * C + r] = float(W2[size_t(r) * H + hh]);
+    const auto frag = pack_tf32_a_fragments(w2t, H, 2 * P * C);
+    Kokkos::View<float*, Device> d("W2tc", frag.size());
+    Kokkos::deep_copy(d, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                             frag.data(), frag.size()));
+    p.W2tc = d;
+  }
   p.r_c = T(r_c);
   p.inv_avg = T(1.0 / avg_num_neighbors);
   p.C = C;
@@ -272,6 +288,14 @@ struct InteractionKernel {
   D2 f, vatom;
 
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
+  int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
+
+  // Radial mode 2 applies: a float kernel of an sm_80+ CUDA build, packed fragments, whole warps, H a multiple of
+  // 8, output columns in tiles of 16.
+  static bool tensor_core_ok(const LayerParams<T, Device>& prm, int team_size) {
+    return kTensorCoreTf32 && std::is_same<T, float>::value && !runs_on_host<exec> && prm.W2tc.extent(0) > 0 &&
+           prm.H % MmaTile::K == 0 && (NW * prm.C) % MmaTile::M == 0 && team_size % 32 == 0;
+  }
 
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
@@ -412,7 +436,9 @@ struct InteractionKernel {
     });
     team.team_barrier();
     if constexpr (Ch::gemm) {
-      if (nb == 4)
+      if (tc)
+        radial_mma<GRAD>(team, ch, nf);
+      else if (nb == 4)
         radial_gemm<GRAD, 4>(team, ch, nf);
       else
         radial_gemm<GRAD, 2>(team, ch, nf);
@@ -468,6 +494,64 @@ struct InteractionKernel {
         ch.w(t0 + e, col0 + x * ts) = u[e] * acc[x][e];
         if (GRAD) ch.dw(t0 + e, col0 + x * ts) = du[e] * acc[x][e] + u[e] * dacc[x][e];
       }
+  }
+
+  // Radial mode 2: the outputs of radial_gemm, w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) (and dw/dd), on tensor
+  // cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
+  // (A = W2t^T from the packed fragments W2tc, two 16-byte loads per lane and k step); B holds, in its 8 columns, 8
+  // chunk edges (forward) or s and ds/dd of 4 edges (adjoint), read and split per tile (keeping them in registers
+  // for all tiles made the adjoints spill: ptxas sm_90, 340 / 232 B). In the adjoint, lanes l%4 < 2 hold the accumulators of w and lane l ^ 2 those of dw (same column and
+  // edges): one shuffle gives each what it needs, the first write w and the second dw. Columns n of B past nf are
+  // zero and their outputs are not written.
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_mma(const member& team, const Ch& ch, int nf) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same<T, float>::value) {
+      const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
+      const int KS = prm.H / MmaTile::K, tiles = NW * prm.C / MmaTile::M;
+      constexpr int EG = GRAD ? 4 : 8;  // chunk edges per MMA chain
+      const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
+      const bool dw_lane = GRAD && c0 >= 4;
+      const float4* frag = reinterpret_cast<const float4*>(prm.W2tc.data());
+      for (int t0 = 0; t0 < nf; t0 += EG) {
+        const int eb = t0 + (GRAD ? n % 4 : n);  // edge of this lane's B column
+        const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, eb) : nullptr;
+        const int bstride = ch.s.stride(0);
+        const int e0 = t0 + (GRAD ? c0 % 4 : c0);  // edges e0, e0 + 1 of this lane's D registers r % 2 = 0, 1
+        float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
+        for (int x = 0; x < 2; ++x)
+          if (e0 + x < nf) u[x] = envelope(ch.geo(e0 + x, 3), prm.r_c, &du[x]);
+        for (int tile = warp; tile < tiles; tile += warps) {
+          float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+          for (int ks = 0; ks < KS; ++ks) {
+            uint32_t bb[2], bs[2];
+            for (int r = 0; r < 2; ++r)
+              split_tf32(bsrc ? bsrc[(ks * MmaTile::K + MmaTile::b_row(lane, r)) * bstride] : 0.f, bb[r], bs[r]);
+            const size_t at = ((size_t(tile) * KS + ks) * 32 + lane) * 2;
+            const float4 big = frag[at], small = frag[at + 1];
+            const uint32_t ab[4] = {__float_as_uint(big.x), __float_as_uint(big.y), __float_as_uint(big.z),
+                                    __float_as_uint(big.w)};
+            const uint32_t as[4] = {__float_as_uint(small.x), __float_as_uint(small.y), __float_as_uint(small.z),
+                                    __float_as_uint(small.w)};
+            mma_tf32_3x(acc, ab, as, bb, bs);
+          }
+          for (int r = 0; r < 4; ++r) {
+            const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2;
+            const float other = GRAD ? __shfl_xor_sync(0xffffffffu, acc[r], 2) : 0.f;
+            if (e0 + x >= nf) continue;
+            if (dw_lane)
+              ch.dw(e0 + x, col) = du[x] * other + u[x] * acc[r];
+            else
+              ch.w(e0 + x, col) = u[x] * acc[r];
+          }
+        }
+      }
+    }
+#else
+    (void)team, (void)ch, (void)nf;
+    Kokkos::abort("batmobile: radial mode 2 needs an sm_80+ CUDA build");
+#endif
   }
 
   // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results (forward only: the adjoint
@@ -902,9 +986,9 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
                                                                      int team_size = 0) {
   using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
   const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk, want = kern.prm.radial_chunk;
-  const bool gemm = Tag::gemm && kern.prm.radial_mode == 1;
-  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 1 || (want != 0 && want != 2 && want != 4 && want != 8))
-    throw std::invalid_argument("batmobile: radial_mode must be 0 or 1 and radial_chunk 0, 2, 4 or 8");
+  const bool gemm = Tag::gemm && kern.prm.radial_mode >= 1;
+  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 2 || (want != 0 && want != 2 && want != 4 && want != 8))
+    throw std::invalid_argument("batmobile: radial_mode must be 0, 1 or 2 and radial_chunk 0, 2, 4 or 8");
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
@@ -920,6 +1004,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
+  kern.tc = gemm && kern.gch > 0 && kern.prm.radial_mode == 2 && Kern::tensor_core_ok(kern.prm, team_size);
   const int S = edge_split(team_size, C);
   const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
@@ -933,17 +1018,18 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
 // fits, else with that of TagT<false> (mode 0); kern.gch is set to match.
 template <template <bool> class TagT, class Kern, class F>
 void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
-  if (kern.prm.radial_mode == 1) {
+  if (kern.prm.radial_mode >= 1) {
     const auto pol = atom_team_policy<TagT<true>>(kern, n, adjoint, team_size);
     if (kern.gch > 0) return f(pol);
   }
   f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
 }
 
-// Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0) and team
-// scratch bytes of the forward and of the adjoint kernels.
+// Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
+// (radial mode 2) and team scratch bytes of the forward and of the adjoint kernels.
 struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
+  bool tc_fwd, tc_adj;
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
@@ -967,6 +1053,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_atom_policy<Kern::template ForwardT>(kern, 1, false, team_size, [&](const auto& pol) {
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
+    r.tc_fwd = kern.tc;
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd);
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
@@ -975,6 +1062,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
+      r.tc_adj = adj.tc;
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj);
   });

@@ -20,9 +20,9 @@ struct System {
   std::vector<double> h;          // (n_total, K, C)
 };
 
-Model make_model(int L, std::mt19937& rng, int dk = 3) {
+Model make_model(int L, std::mt19937& rng, int dk = 3, int H = 6) {
   std::normal_distribution<double> g(0, 1);
-  Model M{L, 8, 5, 6, 2, dk, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
+  Model M{L, 8, 5, H, 2, dk, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
   const int P = num_paths(L, false);
   auto fill = [&](std::vector<double>& v, size_t n, double s) {
     v.resize(n);
@@ -333,9 +333,9 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
 
 template <int L>
 void check_forward_and_adjoint(unsigned seed, int n_recv = 6, int n_total = 10, double box = 4.0,
-                               std::vector<Launch> team_sizes = {0}, int dk = 3) {
+                               std::vector<Launch> team_sizes = {0}, int dk = 3, int H = 6) {
   std::mt19937 rng(seed);
-  const Model M = make_model(L, rng, dk);
+  const Model M = make_model(L, rng, dk, H);
   const System S = make_system(L, M.C, rng, n_recv, n_total, box);
   const Expected E = expected(M, S, rng);
   for (const Launch& ts : team_sizes) check_against<L>(M, S, E, ts);
@@ -527,6 +527,70 @@ TEST(Interaction, RadialGemmPath) {
   compare_runs<float, L>(M, S, E, {C, 0, 0}, {2 * C, 1, 2}, 2e-5);
   // the host path (team size 1) ignores the mode
   compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 0.0);
+}
+
+// Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
+// steps) and 40 (5: past the unrolled 4), teams of 32 and 64 threads (C = 8: S = 4, 8), chunks of 8, 4 and 2
+// (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups), vs the reference and finite
+// differences and vs mode 1 to rounding. Where the tensor cores exist (sm_80+ CUDA build) the launch must report
+// them for float; elsewhere (host back-ends: CTest runs this with OMP_NUM_THREADS=32, teams of 32 only) mode 2 is
+// mode 1.
+TEST(Interaction, TensorCoreRadial) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  std::vector<int> teams = {32};
+  if (tmax >= 64) teams.push_back(64);
+  constexpr int L = 2;
+  std::mt19937 rng(91);
+  for (int H : {16, 40}) {
+    SCOPED_TRACE("H " + std::to_string(H));
+    const Model M = make_model(L, rng, 3, H);
+    auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg,
+                                                M.Wq, M.Wk);
+    ASSERT_GT(prm.W2tc.extent(0), 0u);  // fragments packed for float
+    for (int ts : teams) {
+      prm.radial_mode = 2;
+      const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+      EXPECT_EQ(ln.tc_fwd, kTensorCoreTf32 && !runs_on_host<Dev::execution_space>) << ts;
+      EXPECT_EQ(ln.tc_adj, kTensorCoreTf32 && !runs_on_host<Dev::execution_space>) << ts;
+      prm.radial_mode = 1;
+      const auto ln1 = interaction_launch<float, Dev, L, true>(prm, ts);
+      EXPECT_FALSE(ln1.tc_fwd || ln1.tc_adj);
+    }
+    const System S = split_system(L, C, M.rc, rng);
+    const Expected E = expected(M, S, rng);
+    for (int ts : teams)
+      for (int chunk : {8, 4, 2}) {
+        check_against<L>(M, S, E, {ts, 2, chunk});
+        compare_runs<float, L>(M, S, E, {ts, 1, chunk}, {ts, 2, chunk}, 2e-5);
+      }
+  }
+  // L = 1 and 3 (NW C = 64 and 368 columns: 4 and 23 tiles over 1 or 2 warps), several chunks per receiver
+  check_forward_and_adjoint<1>(92, 4, 44, 3.0, {{32, 2, 8}, {teams.back(), 2, 4}}, 3, 16);
+  check_forward_and_adjoint<3>(93, 3, 9, 4.0, {{32, 2, 2}, {teams.back(), 2, 8}}, 3, 16);
+  // tf32_round: nearest TF32 (10 mantissa bits), ties away from zero; 3xTF32 parts recover x to 2^-21
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-11f), 1.0f + 0x1p-10f);  // tie: away from zero
+  EXPECT_EQ(tf32_round(-(1.0f + 0x1p-11f)), -(1.0f + 0x1p-10f));
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-12f), 1.0f);
+  std::uniform_real_distribution<float> uf(-3.f, 3.f);
+  std::vector<float> W(16 * 32);
+  for (float& w : W) w = uf(rng);
+  const auto frag = pack_tf32_a_fragments(W, 16, 32);  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
+  std::vector<int> seen(W.size(), 0);
+  for (int tile = 0; tile < 2; ++tile)
+    for (int ks = 0; ks < 2; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r) {
+          const size_t w = size_t(ks * 8 + MmaTile::a_col(l, r)) * 32 + tile * 16 + MmaTile::a_row(l, r);
+          const float big = frag[((size_t(tile) * 2 + ks) * 32 + l) * 8 + r];
+          const float small = frag[((size_t(tile) * 2 + ks) * 32 + l) * 8 + 4 + r];
+          ++seen[w];
+          EXPECT_EQ(big, tf32_round(big));
+          EXPECT_EQ(small, tf32_round(small));
+          EXPECT_LE(std::fabs(W[w] - big), std::ldexp(std::fabs(W[w]), -11));
+          EXPECT_LE(std::fabs(W[w] - (big + small)), std::ldexp(std::fabs(W[w]), -21));
+        }
+  for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
 
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max

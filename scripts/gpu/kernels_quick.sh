@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Quick GPU check of the kernel library alone (no LAMMPS, no libtorch; ~5 min on the H200 machine, most of it the
+# CUDA build): builds test_interaction, test_conv_weights and batmobile_bench against an in-tree CUDA Kokkos
+# (HOPPER90), runs the interaction tests (BATMOBILE_QUICK_FILTER, default all) and the attention/conv benchmark at
+# one size (BATMOBILE_QUICK_CASE N:k:C, default 10000:30:64; radial modes 0, 1 and 2). Logs go to OUTDIR.
+#   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
+set -uo pipefail
+OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+T0=$(date +%s); say() { echo "[kernels_quick +$(( $(date +%s) - T0 ))s] $*"; }
+LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
+[ -d "$LV/lib/kokkos" ] || { say "unpack failed: see unpack.log"; exit 1; }
+B=$BATMOBILE_CACHE/build/kernels-cuda
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" \
+  -DCMAKE_CXX_STANDARD=17 -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON \
+  -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON \
+  -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" -DBATMOBILE_WITH_TORCH=OFF \
+  -DBATMOBILE_PYTHON="$(command -v python3)" > "$OUT/configure.log" 2>&1 || { say "configure failed"; tail -20 "$OUT/configure.log"; exit 1; }
+say "configured"
+cmake --build "$B" -j "$(nproc)" --target test_interaction test_conv_weights batmobile_bench > "$OUT/build.log" 2>&1 ||
+  { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
+say "built"
+rc=0
+"$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 || rc=1
+tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_interaction.log" | head -20
+"$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
+tail -n 2 "$OUT/test_conv_weights.log"
+say "tests done (rc=$rc)"
+"$B/bench/batmobile_bench" --cases "${BATMOBILE_QUICK_CASE:-10000:30:64}" --radial-mode all --reps 20 \
+  --out "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1 || rc=1
+cat "$OUT/bench.jsonl"
+say "done (rc=$rc)"
+exit $rc

@@ -1,0 +1,109 @@
+// Tensor-core helpers (NVIDIA sm_80+): a warp-level D += A B with mma.sync m16n8k8 on TF32 operands, and the
+// "3xTF32" split that keeps fp32 accuracy on TF32 tensor cores: x = big + small with big = tf32(x) and
+// small = tf32(x - big), and a b ~ big_a big_b + big_a small_b + small_a big_b (the dropped small_a small_b is
+// ~2^-22 relative; TF32 keeps 10 mantissa bits, so each split part carries 11 of the 24).
+//
+// Public API (namespace batmobile::kernels):
+//   kTensorCoreTf32                 true when the Kokkos build targets an sm_80+ NVIDIA GPU (the device code exists)
+//   tf32_round(x)                   round to TF32 (nearest, ties away from zero), host and device (cvt.rna.tf32.f32)
+//   MmaTile                         fragment positions of m16n8k8 (PTX ISA): lane l, register r of
+//                                   A (16 x 8, row-major): a_row(l, r) = l/4 + 8 (r%2), a_col(l, r) = l%4 + 4 (r/2)
+//                                   B (8 x 8, col-major):  b_row(l, r) = l%4 + 4 r,     b_col(l)    = l/4
+//                                   C/D (16 x 8):          c_row(l, r) = l/4 + 8 (r/2), c_col(l, r) = 2 (l%4) + r%2
+//   pack_tf32_a_fragments(W, rows, cols)
+//                                   host: the A operand A(m, k) = W(k, m) of every (16-column tile, 8-row k step)
+//                                   of a row-major W (rows = K dimension, cols = M dimension) in fragment order, big
+//                                   and small parts: out[((tile * KS + ks) * 32 + lane) * 8 + part * 4 + r], so that
+//                                   each lane reads its 8 values as two 16-byte loads
+//   mma_tf32_3x(d, a_big, a_small, b_big, b_small)   device: d += A B (three m16n8k8 MMAs, small terms first)
+//   split_tf32(x, big, small)       device: the split of one B value
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace batmobile {
+namespace kernels {
+
+#if defined(KOKKOS_ENABLE_CUDA) &&                                                                      \
+    (defined(KOKKOS_ARCH_AMPERE80) || defined(KOKKOS_ARCH_AMPERE86) || defined(KOKKOS_ARCH_HOPPER90) || \
+     defined(KOKKOS_ARCH_ADA89))
+inline constexpr bool kTensorCoreTf32 = true;
+#else
+inline constexpr bool kTensorCoreTf32 = false;
+#endif
+
+struct MmaTile {
+  static constexpr int M = 16, N = 8, K = 8;
+  KOKKOS_INLINE_FUNCTION static constexpr int a_row(int l, int r) { return l / 4 + 8 * (r % 2); }
+  KOKKOS_INLINE_FUNCTION static constexpr int a_col(int l, int r) { return l % 4 + 4 * (r / 2); }
+  KOKKOS_INLINE_FUNCTION static constexpr int b_row(int l, int r) { return l % 4 + 4 * r; }
+  KOKKOS_INLINE_FUNCTION static constexpr int b_col(int l) { return l / 4; }
+  KOKKOS_INLINE_FUNCTION static constexpr int c_row(int l, int r) { return l / 4 + 8 * (r / 2); }
+  KOKKOS_INLINE_FUNCTION static constexpr int c_col(int l, int r) { return 2 * (l % 4) + r % 2; }
+};
+
+KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+  return __uint_as_float(u);
+#else
+  // add half a TF32 unit to the magnitude bits and cut the 13 low mantissa bits (finite x)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  float y;
+  std::memcpy(&y, &u, 4);
+  return y;
+#endif
+}
+
+// Host: fragment-ordered big and small TF32 parts of A(m, k) = W(k, m) (see the top comment).
+inline std::vector<float> pack_tf32_a_fragments(const std::vector<float>& W, int rows, int cols) {
+  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0 || W.size() != size_t(rows) * cols)
+    throw std::invalid_argument("pack_tf32_a_fragments: rows must be a multiple of 8 and cols of 16");
+  const int KS = rows / MmaTile::K, tiles = cols / MmaTile::M;
+  std::vector<float> out(size_t(tiles) * KS * 32 * 8);
+  for (int tile = 0; tile < tiles; ++tile)
+    for (int ks = 0; ks < KS; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r) {
+          const float x = W[size_t(ks * MmaTile::K + MmaTile::a_col(l, r)) * cols + tile * MmaTile::M +
+                            MmaTile::a_row(l, r)];
+          const float big = tf32_round(x);
+          float* o = &out[((size_t(tile) * KS + ks) * 32 + l) * 8];
+          o[r] = big;
+          o[4 + r] = tf32_round(x - big);
+        }
+  return out;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ inline void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  const float rem = x - __uint_as_float(big);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rem));
+}
+
+__device__ inline void mma_tf32(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ inline void mma_tf32_3x(float* d, const uint32_t* a_big, const uint32_t* a_small, const uint32_t* b_big,
+                                   const uint32_t* b_small) {
+  mma_tf32(d, a_small, b_big);
+  mma_tf32(d, a_big, b_small);
+  mma_tf32(d, a_big, b_big);
+}
+#endif
+
+}  // namespace kernels
+}  // namespace batmobile
