@@ -37,7 +37,7 @@
 // so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
 // channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
 // the end-of-atom arrays overlap the chunk); where no chunk fits scratch_size_max(0) the mode-0 kernels run.
-// Radial mode 2 (the default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
+// Radial mode 2 (opt-in): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
@@ -76,7 +76,7 @@ struct LayerParams {
   using V2 = Kokkos::View<const T**, Kokkos::LayoutRight, Device>;
   V2 W1, W2t, Wg, Wq, Wk;
   V1 b1;
-  // Radial mode 2: W2t's A fragments for the tensor cores (pack_tf32_a_fragments of W2t; float only, else empty).
+  // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
   Kokkos::View<const float*, Device> W2tc;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
@@ -85,8 +85,10 @@ struct LayerParams {
   // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit
   // (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms, bench/results/md_h200.json); 2 = mode 1 with
   // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
-  // multiple of 8, whole warps; InteractionKernel::tensor_core_ok), else mode 1.
-  int radial_mode = 2;
+  // multiple of 8, whole warps; InteractionKernel::tensor_core_ok), else mode 1. Default 1: the first H200 run of
+  // mode 2 (fragments pre-split, 8 B per weight) was slower than mode 1 (attention fwd+bwd 10k x 30 x 64: 32.1 vs
+  // 25.9 ms).
+  int radial_mode = 1;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
 };
 
@@ -116,10 +118,10 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   auto b = mk(b1, 1, H, false, "b1");
   p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
   if (std::is_same<T, float>::value && H % MmaTile::K == 0 && (2 * P * C) % MmaTile::M == 0) {
-    std::vector<float> w2t(size_t(H) * 2 * P * C);  // W2t (H, 2PC) from W2 (2PC, H)
+    std::vector<double> w2t(size_t(H) * 2 * P * C);  // W2t (H, 2PC) from W2 (2PC, H)
     for (int r = 0; r < 2 * P * C; ++r)
-      for (int hh = 0; hh < H; ++hh) w2t[size_t(hh) * 2 * P * C + r] = float(W2[size_t(r) * H + hh]);
-    const auto frag = pack_tf32_a_fragments(w2t, H, 2 * P * C);
+      for (int hh = 0; hh < H; ++hh) w2t[size_t(hh) * 2 * P * C + r] = W2[size_t(r) * H + hh];
+    const auto frag = pack_a_fragments(w2t, H, 2 * P * C);
     Kokkos::View<float*, Device> d("W2tc", frag.size());
     Kokkos::deep_copy(d, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                              frag.data(), frag.size()));
@@ -498,7 +500,7 @@ struct InteractionKernel {
 
   // Radial mode 2: the outputs of radial_gemm, w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) (and dw/dd), on tensor
   // cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
-  // (A = W2t^T from the packed fragments W2tc, two 16-byte loads per lane and k step); B holds, in its 8 columns, 8
+  // (A = W2t^T from the packed fragments W2tc, one 16-byte load per lane and k step); B holds, in its 8 columns, 8
   // chunk edges (forward) or s and ds/dd of 4 edges (adjoint), read and split per tile (keeping them in registers
   // for all tiles made the adjoints spill: ptxas sm_90, 340 / 232 B). In the adjoint, lanes l%4 < 2 hold the accumulators of w and lane l ^ 2 those of dw (same column and
   // edges): one shuffle gives each what it needs, the first write w and the second dw. Columns n of B past nf are
@@ -528,12 +530,12 @@ struct InteractionKernel {
             uint32_t bb[2], bs[2];
             for (int r = 0; r < 2; ++r)
               split_tf32(bsrc ? bsrc[(ks * MmaTile::K + MmaTile::b_row(lane, r)) * bstride] : 0.f, bb[r], bs[r]);
-            const size_t at = ((size_t(tile) * KS + ks) * 32 + lane) * 2;
-            const float4 big = frag[at], small = frag[at + 1];
-            const uint32_t ab[4] = {__float_as_uint(big.x), __float_as_uint(big.y), __float_as_uint(big.z),
-                                    __float_as_uint(big.w)};
-            const uint32_t as[4] = {__float_as_uint(small.x), __float_as_uint(small.y), __float_as_uint(small.z),
-                                    __float_as_uint(small.w)};
+            const float4 a = frag[(size_t(tile) * KS + ks) * 32 + lane];
+            uint32_t ab[4], as[4];
+            split_tf32(a.x, ab[0], as[0]);
+            split_tf32(a.y, ab[1], as[1]);
+            split_tf32(a.z, ab[2], as[2]);
+            split_tf32(a.w, ab[3], as[3]);
             mma_tf32_3x(acc, ab, as, bb, bs);
           }
           for (int r = 0; r < 4; ++r) {

@@ -574,21 +574,22 @@ TEST(Interaction, TensorCoreRadial) {
   EXPECT_EQ(tf32_round(1.0f + 0x1p-12f), 1.0f);
   std::uniform_real_distribution<float> uf(-3.f, 3.f);
   std::vector<float> W(16 * 32);
-  for (float& w : W) w = uf(rng);
-  const auto frag = pack_tf32_a_fragments(W, 16, 32);  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
+  for (float& w : W) {
+    w = uf(rng);
+    const float big = tf32_round(w), small = tf32_round(w - big);
+    EXPECT_EQ(big, tf32_round(big));
+    EXPECT_LE(std::fabs(w - big), std::ldexp(std::fabs(w), -11));
+    EXPECT_LE(std::fabs(w - (big + small)), std::ldexp(std::fabs(w), -21));
+  }
+  const auto frag = pack_a_fragments(W, 16, 32);  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
   std::vector<int> seen(W.size(), 0);
   for (int tile = 0; tile < 2; ++tile)
     for (int ks = 0; ks < 2; ++ks)
       for (int l = 0; l < 32; ++l)
         for (int r = 0; r < 4; ++r) {
           const size_t w = size_t(ks * 8 + MmaTile::a_col(l, r)) * 32 + tile * 16 + MmaTile::a_row(l, r);
-          const float big = frag[((size_t(tile) * 2 + ks) * 32 + l) * 8 + r];
-          const float small = frag[((size_t(tile) * 2 + ks) * 32 + l) * 8 + 4 + r];
+          EXPECT_EQ(frag[((size_t(tile) * 2 + ks) * 32 + l) * 4 + r], W[w]);
           ++seen[w];
-          EXPECT_EQ(big, tf32_round(big));
-          EXPECT_EQ(small, tf32_round(small));
-          EXPECT_LE(std::fabs(W[w] - big), std::ldexp(std::fabs(W[w]), -11));
-          EXPECT_LE(std::fabs(W[w] - (big + small)), std::ldexp(std::fabs(W[w]), -21));
         }
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
