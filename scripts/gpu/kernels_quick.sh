@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Quick GPU check of the kernel library alone (no LAMMPS, no libtorch; ~5 min on the H200 machine, most of it the
 # CUDA build): builds test_interaction, test_conv_weights and batmobile_bench against an in-tree CUDA Kokkos
-# (HOPPER90), runs the interaction tests (BATMOBILE_QUICK_FILTER, default all) and the attention/conv benchmark at
-# one size (BATMOBILE_QUICK_CASE N:k:C, default 10000:30:64; radial modes 0, 1 and 2). Logs go to OUTDIR.
+# (HOPPER90), runs the interaction tests (BATMOBILE_QUICK_FILTER, default all) and the attention/conv benchmark
+# (BATMOBILE_QUICK_CASES, space-separated N:k:C, default "1000:20:32 10000:30:64"; radial modes 0, 1 and 2);
+# BATMOBILE_QUICK_NCU=REGEX: also an Nsight Compute report (launch, occupancy, scheduler and warp-state sections)
+# of the first kernel matching REGEX in the first case. Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
@@ -28,8 +30,17 @@ tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_
 "$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
 tail -n 2 "$OUT/test_conv_weights.log"
 say "tests done (rc=$rc)"
-"$B/bench/batmobile_bench" --cases "${BATMOBILE_QUICK_CASE:-10000:30:64}" --radial-mode all --reps 20 \
-  --out "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1 || rc=1
-cat "$OUT/bench.jsonl"
+CASES=(${BATMOBILE_QUICK_CASES:-1000:20:32 10000:30:64})
+for c in "${CASES[@]}"; do
+  "$B/bench/batmobile_bench" --cases "$c" --radial-mode all --reps 20 --out "$OUT/bench_${c//:/_}.jsonl" \
+    >> "$OUT/bench.log" 2>&1 || rc=1
+  cat "$OUT/bench_${c//:/_}.jsonl"
+done
+if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
+  ncu --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --section SpeedOfLight -k "regex:${BATMOBILE_QUICK_NCU}" -c 1 "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
+    --radial-mode 2 --reps 1 --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
+  grep -E "Duration|Registers|Achieved Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles" "$OUT/ncu.txt" | head -30
+fi
 say "done (rc=$rc)"
 exit $rc

@@ -37,7 +37,7 @@
 // so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
 // channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
 // the end-of-atom arrays overlap the chunk); where no chunk fits scratch_size_max(0) the mode-0 kernels run.
-// Radial mode 2 (opt-in): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
+// Radial mode 2 (default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
@@ -85,10 +85,9 @@ struct LayerParams {
   // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit
   // (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms, bench/results/md_h200.json); 2 = mode 1 with
   // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
-  // multiple of 8, whole warps; InteractionKernel::tensor_core_ok), else mode 1. Default 1: the first H200 run of
-  // mode 2 (fragments pre-split, 8 B per weight) was slower than mode 1 (attention fwd+bwd 10k x 30 x 64: 32.1 vs
-  // 25.9 ms).
-  int radial_mode = 1;
+  // multiple of 8, whole warps, chunks that fill the MMA; InteractionKernel::tensor_core_ok / tensor_core_chunk),
+  // else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
+  int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
 };
 
@@ -292,6 +291,12 @@ struct InteractionKernel {
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
 
+  // Chunk edges per MMA chain of radial_mma: the 8 B columns hold 8 edges (forward) or s and ds/dd of 4 (adjoint).
+  KOKKOS_INLINE_FUNCTION static constexpr int mma_edges(bool adjoint) { return adjoint ? 4 : 8; }
+  // Radial mode 2 runs on tensor cores for chunks that fill the B columns: smaller chunks (C = 64: forward 4,
+  // adjoint 2 edges) left them half empty and ran slower than mode 1 on the H200 (attention fwd+bwd 10k x 30 x 64:
+  // 35.1 vs 26.0 ms; C = 32 with chunks 8 / 4: 1.04 vs 1.09 ms at 1k x 20, MD +4 % at 648 atoms).
+  static bool tensor_core_chunk(int gch, bool adjoint) { return gch >= mma_edges(adjoint); }
   // Radial mode 2 applies: a float kernel of an sm_80+ CUDA build, packed fragments, whole warps, H a multiple of
   // 8, output columns in tiles of 16.
   static bool tensor_core_ok(const LayerParams<T, Device>& prm, int team_size) {
@@ -511,7 +516,7 @@ struct InteractionKernel {
     if constexpr (std::is_same<T, float>::value) {
       const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
       const int KS = prm.H / MmaTile::K, tiles = NW * prm.C / MmaTile::M;
-      constexpr int EG = GRAD ? 4 : 8;  // chunk edges per MMA chain
+      constexpr int EG = mma_edges(GRAD);  // chunk edges per MMA chain
       const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
       const bool dw_lane = GRAD && c0 >= 4;
       const float4* frag = reinterpret_cast<const float4*>(prm.W2tc.data());
@@ -1006,7 +1011,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
-  kern.tc = gemm && kern.gch > 0 && kern.prm.radial_mode == 2 && Kern::tensor_core_ok(kern.prm, team_size);
+  kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
+            Kern::tensor_core_ok(kern.prm, team_size);
   const int S = edge_split(team_size, C);
   const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block

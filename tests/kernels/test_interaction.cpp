@@ -531,7 +531,8 @@ TEST(Interaction, RadialGemmPath) {
 
 // Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
 // steps) and 40 (5: past the unrolled 4), teams of 32 and 64 threads (C = 8: S = 4, 8), chunks of 8, 4 and 2
-// (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups), vs the reference and finite
+// (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups: a receiver with 2 edges; chunks
+// below 8 / 4 edges run mode 1 in the forward / adjoint), vs the reference and finite
 // differences and vs mode 1 to rounding. Where the tensor cores exist (sm_80+ CUDA build) the launch must report
 // them for float; elsewhere (host back-ends: CTest runs this with OMP_NUM_THREADS=32, teams of 32 only) mode 2 is
 // mode 1.
@@ -548,11 +549,19 @@ TEST(Interaction, TensorCoreRadial) {
     auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg,
                                                 M.Wq, M.Wk);
     ASSERT_GT(prm.W2tc.extent(0), 0u);  // fragments packed for float
+    const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
     for (int ts : teams) {
       prm.radial_mode = 2;
-      const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
-      EXPECT_EQ(ln.tc_fwd, kTensorCoreTf32 && !runs_on_host<Dev::execution_space>) << ts;
-      EXPECT_EQ(ln.tc_adj, kTensorCoreTf32 && !runs_on_host<Dev::execution_space>) << ts;
+      const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);  // automatic chunk: 8 edges
+      EXPECT_EQ(ln.tc_fwd, tcs) << ts;
+      EXPECT_EQ(ln.tc_adj, tcs) << ts;
+      for (int chunk : {2, 4, 8}) {  // tensor cores only for chunks that fill the MMA: 8 (forward), 4 (adjoint)
+        prm.radial_chunk = chunk;
+        const auto lc = interaction_launch<float, Dev, L, true>(prm, ts);
+        EXPECT_EQ(lc.tc_fwd, tcs && chunk >= 8) << ts << " " << chunk;
+        EXPECT_EQ(lc.tc_adj, tcs && chunk >= 4) << ts << " " << chunk;
+      }
+      prm.radial_chunk = 0;
       prm.radial_mode = 1;
       const auto ln1 = interaction_launch<float, Dev, L, true>(prm, ts);
       EXPECT_FALSE(ln1.tc_fwd || ln1.tc_adj);
