@@ -37,10 +37,11 @@ for c in "${CASES[@]}"; do
   cat "$OUT/bench_${c//:/_}.jsonl"
 done
 if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
+  # Kokkos launches every kernel through one wrapper function: match the demangled name (functor and tag)
   ncu --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
-    --section SpeedOfLight -k "regex:${BATMOBILE_QUICK_NCU}" -c 1 "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
+    --section SpeedOfLight --kernel-name-base demangled -k "regex:${BATMOBILE_QUICK_NCU}" -c 1 "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
     --radial-mode 2 --reps 1 --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
-  grep -E "Duration|Registers|Achieved Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles" "$OUT/ncu.txt" | head -30
+  grep -E "Duration|Registers|Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles|profiled" "$OUT/ncu.txt" | head -40
 fi
 say "done (rc=$rc)"
 exit $rc
