@@ -4,7 +4,7 @@
 # (HOPPER90), runs the interaction tests (BATMOBILE_QUICK_FILTER, default all) and the attention/conv benchmark
 # (BATMOBILE_QUICK_CASES, space-separated N:k:C, default "1000:20:32 10000:30:64"; radial modes 0, 1 and 2);
 # BATMOBILE_QUICK_NCU=REGEX: also an Nsight Compute report (launch, occupancy, scheduler and warp-state sections)
-# of the first kernel matching REGEX in the first case. Logs go to OUTDIR.
+# of the first BATMOBILE_QUICK_NCU_COUNT (default 1) kernels matching REGEX in the first case. Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
@@ -39,7 +39,7 @@ done
 if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
   # Kokkos launches every kernel through one wrapper function: match the demangled name (functor and tag)
   ncu --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
-    --section SpeedOfLight --kernel-name-base demangled -k "regex:${BATMOBILE_QUICK_NCU}" -c 1 "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
+    --section SpeedOfLight --kernel-name-base demangled -k "regex:${BATMOBILE_QUICK_NCU}" -c "${BATMOBILE_QUICK_NCU_COUNT:-1}" "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
     --radial-mode 2 --reps 1 --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
   grep -E "Duration|Registers|Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles|profiled" "$OUT/ncu.txt" | head -40
 fi
