@@ -9,7 +9,8 @@
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
-export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5
+export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 T0=$(date +%s); say() { echo "[kernels_quick +$(( $(date +%s) - T0 ))s] $*"; }
 LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
@@ -19,13 +20,15 @@ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$LV
   -DCMAKE_CXX_STANDARD=17 -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON \
   -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON \
   -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" -DBATMOBILE_WITH_TORCH=OFF \
-  -DBATMOBILE_PYTHON="$(command -v python3)" > "$OUT/configure.log" 2>&1 || { say "configure failed"; tail -20 "$OUT/configure.log"; exit 1; }
+  -DBATMOBILE_PYTHON="$(command -v python3)" > "$OUT/configure.log" 2>&1 ||
+  { say "configure failed"; tail -20 "$OUT/configure.log"; exit 1; }
 say "configured"
 cmake --build "$B" -j "$(nproc)" --target test_interaction test_conv_weights batmobile_bench > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
 say "built"
 rc=0
-"$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 || rc=1
+"$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 ||
+  rc=1
 tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_interaction.log" | head -20
 "$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
 tail -n 2 "$OUT/test_conv_weights.log"
@@ -39,8 +42,9 @@ done
 if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
   # Kokkos launches every kernel through one wrapper function: match the demangled name (functor and tag)
   ncu --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
-    --section SpeedOfLight --kernel-name-base demangled -k "regex:${BATMOBILE_QUICK_NCU}" -c "${BATMOBILE_QUICK_NCU_COUNT:-1}" "$B/bench/batmobile_bench" --cases "${CASES[0]}" \
-    --radial-mode 2 --reps 1 --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
+    --section SpeedOfLight --kernel-name-base demangled -k "regex:${BATMOBILE_QUICK_NCU}" \
+    -c "${BATMOBILE_QUICK_NCU_COUNT:-1}" "$B/bench/batmobile_bench" --cases "${CASES[0]}" --radial-mode 2 --reps 1 \
+    --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
   grep -E "Duration|Registers|Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles|profiled" "$OUT/ncu.txt" | head -40
 fi
 say "done (rc=$rc)"

@@ -507,9 +507,9 @@ struct InteractionKernel {
   // cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
   // (A = W2t^T from the packed fragments W2tc, one 16-byte load per lane and k step); B holds, in its 8 columns, 8
   // chunk edges (forward) or s and ds/dd of 4 edges (adjoint), read and split per tile (keeping them in registers
-  // for all tiles made the adjoints spill: ptxas sm_90, 340 / 232 B). In the adjoint, lanes l%4 < 2 hold the accumulators of w and lane l ^ 2 those of dw (same column and
-  // edges): one shuffle gives each what it needs, the first write w and the second dw. Columns n of B past nf are
-  // zero and their outputs are not written.
+  // for all tiles made the adjoints spill: ptxas sm_90, 340 / 232 B). In the adjoint, lanes l%4 < 2 hold the
+  // accumulators of w and lane l ^ 2 those of dw (same column and edges): one shuffle gives each what it needs, the
+  // first write w and the second dw. Columns n of B past nf are zero and their outputs are not written.
   template <bool GRAD, class Ch>
   KOKKOS_INLINE_FUNCTION void radial_mma(const member& team, const Ch& ch, int nf) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
