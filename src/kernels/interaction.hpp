@@ -31,12 +31,13 @@
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
-// Radial mode 1 (LayerParams::radial_mode = 1, GPU path only; separate kernel instantiations, tags ForwardT<true>
-// etc.): after the hidden layer, the team computes the radial outputs of all chunk edges at once, a GEMM
+// Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true>
+// etc.): after the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk edges at once, a GEMM
 // [n x H] x [H x NW C] in which thread tr owns the columns tr + ts x and register-blocks 4 columns x 4 (or 2) edges,
 // so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
 // channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
-// the end-of-atom arrays overlap the chunk); where no chunk fits scratch_size_max(0) the mode-0 kernels run.
+// the end-of-atom arrays overlap the chunk, except with one thread per team); where no chunk fits
+// scratch_size_max(0) the mode-0 kernels run.
 // Radial mode 2 (default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
@@ -80,10 +81,11 @@ struct LayerParams {
   Kokkos::View<const float*, Device> W2tc;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
-  // GPU path only (team_size >= C; the host path ignores both): 0 = each channel-thread computes its radial
-  // outputs from the hidden layer (radial_from_hidden); 1 = the team computes them for the whole chunk as a small
-  // GEMM into team scratch (InteractionKernel::radial_gemm), falling back to 0 where the scratch does not fit
-  // (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms, bench/results/md_h200.json); 2 = mode 1 with
+  // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
+  // computes them for the whole chunk as a small GEMM into team scratch (InteractionKernel::radial_gemm), falling
+  // back to 0 where the scratch does not fit (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms; on
+  // host back-ends, one thread per team, each W2t load then feeds 4 edges instead of 1: attention fwd+bwd 1,000 x 20
+  // x 32 on 2 OpenMP threads 395 vs 667 ms); 2 = mode 1 with
   // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
   // multiple of 8, whole warps, chunks that fill the MMA; InteractionKernel::tensor_core_ok / tensor_core_chunk),
   // else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
@@ -246,7 +248,8 @@ struct InteractionKernel {
     int cap = CH;  // edges per chunk
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
-  // chunk: they are written only after the last chunk, behind a barrier.
+  // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
+  // only after the last chunk, behind a barrier.
   struct Layout {
     size_t geo, B, dB, s, sd, other, w, dw, part, buf, total;
   };
@@ -255,7 +258,7 @@ struct InteractionKernel {
     off += (bytes + 31) / 32 * 32;
     return o;
   }
-  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch) {
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap = true) {
     const size_t cap = gch > 0 ? gch : CH, t = sizeof(T);
     Layout lo{};
     size_t off = 0;
@@ -270,7 +273,7 @@ struct InteractionKernel {
       if (adjoint) lo.dw = take(off, t * cap * NW * C);
     }
     const size_t chunk_end = off;
-    if (gch > 0) off = 0;
+    if (gch > 0 && overlap) off = 0;
     if (adjoint) lo.part = take(off, sizeof(double) * C * S * (9 + dk));
     if (S > 1) lo.buf = take(off, t * C * (S - 1) * merge_cols(adjoint));
     lo.total = off > chunk_end ? off : chunk_end;
@@ -290,6 +293,11 @@ struct InteractionKernel {
 
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
+  // One thread per team (host back-ends) loops over the channels and accumulates the adjoint partials across chunks:
+  // its end-of-atom arrays must not overlap a mode-1 chunk (set by atom_team_policy).
+  int one_thread = 0;
+  // device back-ends run mode 1 with teams of C * S only: the layout stays a compile-time choice there
+  KOKKOS_INLINE_FUNCTION bool host_loop() const { return runs_on_host<exec> && one_thread; }
 
   // Chunk edges per MMA chain of radial_mma: the 8 B columns hold 8 edges (forward) or s and ds/dd of 4 (adjoint).
   KOKKOS_INLINE_FUNCTION static constexpr int mma_edges(bool adjoint) { return adjoint ? 4 : 8; }
@@ -307,8 +315,8 @@ struct InteractionKernel {
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
   // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk gch (0: mode 0).
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0) {
-    return layout(C, H, dk, adjoint, S, gch).total + 64;  // + alignment of the base
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0, bool overlap = true) {
+    return layout(C, H, dk, adjoint, S, gch, overlap).total + 64;  // + alignment of the base
   }
   // Mode 1 chunk for edge split S: `want` (2, 4, 8) or, if 0, the largest of 8, 4, 2 that is >= min_cap and
   // whose scratch fits `limit`; 0 (mode 0) if none does.
@@ -339,7 +347,8 @@ struct InteractionKernel {
   template <bool G>
   KOKKOS_INLINE_FUNCTION void check_team_size(int ts) const {
     if (ts != 1 && (ts < prm.C || ts % prm.C != 0)) Kokkos::abort("batmobile: team size must be 1 or C * S");
-    if (G && (gch <= 0 || ts < prm.C)) Kokkos::abort("batmobile: radial mode 1 needs a chunk and team size C * S");
+    if (G && (gch <= 0 || (ts < prm.C && !(runs_on_host<exec> && ts == 1))))
+      Kokkos::abort("batmobile: radial mode 1 needs a chunk and team size C * S (host back-ends: or 1)");
   }
 
   // Slots s = 1..S-1 park n values (per channel) in rows (s - 1) C + c of buf; after the barrier slot 0 reads them.
@@ -351,7 +360,7 @@ struct InteractionKernel {
   template <bool G>
   KOKKOS_INLINE_FUNCTION Chunk<G> make_chunk(const member& team, bool adjoint, int S) const {
     const int C = prm.C, H = prm.H;
-    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0);
+    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, !host_loop());
     // mode 1 writes its end-of-atom arrays over the chunk; should Kokkos run several atoms per team in turn, the
     // previous atom must no longer read them
     if (G) team.team_barrier();
@@ -375,12 +384,12 @@ struct InteractionKernel {
   // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
   template <bool G>
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<G>& ch, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, !host_loop());
     return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
   }
   template <bool G>
   KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<G>& ch, bool adjoint, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, !host_loop());
     return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
   }
 
@@ -639,8 +648,8 @@ struct InteractionKernel {
         hmax[a] = T(-1e30);
         hz[a] = T(0);
       }
-      for (int start = e0; start < e1; start += CH) {
-        const int n = e1 - start < CH ? e1 - start : CH;
+      for (int start = e0; start < e1; start += ch.cap) {
+        const int n = e1 - start < ch.cap ? e1 - start : ch.cap;
         prepare_chunk<false, false>(team, ch, i, start, n);
         T nmax[kMaxHeads], nz[kMaxHeads];
         for (int c = 0; c < C; ++c) {
@@ -909,8 +918,8 @@ struct InteractionKernel {
       const scratch part = part_of(ch, S);
       for (int c = 0; c < C; ++c)
         for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
-      for (int start = s0; start < s1; start += CH) {
-        const int n = s1 - start < CH ? s1 - start : CH;
+      for (int start = s0; start < s1; start += ch.cap) {
+        const int n = s1 - start < ch.cap ? s1 - start : ch.cap;
         prepare_chunk<SENDER, true>(team, ch, atom, start, n);
         for (int c = 0; c < C; ++c) {
           double acc[NV];
@@ -1004,17 +1013,20 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
     const auto sg = Kern::gpu_launch(C, H, dk, adjoint, gemm, want, tmax, limit);
     team_size = C * sg.first;
     kern.gch = sg.second;
-  } else if (team_size == 0) {
-    team_size = 1;
-  } else if (gemm && team_size >= C) {
-    kern.gch = Kern::radial_chunk_for(C, H, dk, adjoint, team_size / C, host ? size_t(-1) : limit, want);
+  } else {
+    if (team_size == 0) team_size = 1;
+    if (gemm && host && team_size == 1)  // host: one thread runs the chunk GEMM, then loops over the channels
+      kern.gch = Kern::radial_chunk_for(C, H, dk, adjoint, 1, size_t(-1), want);
+    else if (gemm && team_size >= C)
+      kern.gch = Kern::radial_chunk_for(C, H, dk, adjoint, team_size / C, host ? size_t(-1) : limit, want);
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
   kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
             Kern::tensor_core_ok(kern.prm, team_size);
+  kern.one_thread = team_size == 1;
   const int S = edge_split(team_size, C);
-  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch);
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, team_size != 1);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
     throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
@@ -1063,7 +1075,8 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.chunk_fwd = kern.gch;
     r.tc_fwd = kern.tc;
   });
-  r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd);
+  r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
+                                    r.team_fwd != 1);
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
@@ -1072,7 +1085,8 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.chunk_adj = adj.gch;
       r.tc_adj = adj.tc;
     });
-    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj);
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
+                                     r.team_adj != 1);
   });
   return r;
 }

@@ -402,9 +402,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
       if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
     }
-    // BATMOBILE_RADIAL_MODE=0|1|2 picks the radial path of the fused GPU kernels (A/B runs; default 2, the team
-    // GEMM on tensor cores where they apply, else on CUDA cores = 1; see LayerParams in
-    // src/kernels/interaction.hpp). Host back-ends ignore it.
+    // BATMOBILE_RADIAL_MODE=0|1|2 picks the radial path of the fused kernels (A/B runs; default 2, the team
+    // GEMM on tensor cores where they apply, else on CUDA cores or the host = 1; see LayerParams in
+    // src/kernels/interaction.hpp).
     if (const char* mode = std::getenv("BATMOBILE_RADIAL_MODE")) {
       const int m = std::atoi(mode);
       if (m < 0 || m > 2) throw std::invalid_argument("BATMOBILE_RADIAL_MODE must be 0, 1 or 2");

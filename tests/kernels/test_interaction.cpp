@@ -502,8 +502,9 @@ TEST(Interaction, EdgeSplitPath) {
 }
 
 // Radial mode 1 (the team computes the chunk's radial outputs as a GEMM into scratch) on the host back-end with
-// teams of C * S threads (CTest runs it with OMP_NUM_THREADS=32): chunks of 8, 4 and 2 edges (register blocks of
-// 4 and 2 edges, partial last blocks) vs the reference and finite differences, and vs mode 0 to rounding.
+// teams of C * S threads (CTest runs it with OMP_NUM_THREADS=32) and with one thread per team: chunks of 8, 4 and 2
+// edges (register blocks of 4 and 2 edges, partial last blocks) vs the reference and finite differences, and vs
+// mode 0 to rounding.
 TEST(Interaction, RadialGemmPath) {
   const int C = 8, tmax = team_size_max();
   if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
@@ -525,8 +526,11 @@ TEST(Interaction, RadialGemmPath) {
     compare_runs<float, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 2e-5);
   }
   compare_runs<float, L>(M, S, E, {C, 0, 0}, {2 * C, 1, 2}, 2e-5);
-  // the host path (team size 1) ignores the mode
-  compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 0.0);
+  // one thread per team (host back-ends): the thread runs the chunk GEMM, then loops over the channels, with the
+  // adjoint partials accumulated across chunks in scratch apart from the chunk
+  for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {1, 1, chunk});
+  compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 1e-12);
+  compare_runs<float, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 2e-5);
 }
 
 // Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
