@@ -536,10 +536,9 @@ TEST(Interaction, RadialGemmPath) {
 // Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
 // steps) and 40 (5: past the unrolled 4), teams of 32 and 64 threads (C = 8: S = 4, 8), chunks of 8, 4 and 2
 // (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups: a receiver with 2 edges; chunks
-// below 8 / 4 edges run mode 1 in the forward / adjoint), vs the reference and finite
-// differences and vs mode 1 to rounding. Where the tensor cores exist (sm_80+ CUDA build) the launch must report
-// them for float; elsewhere (host back-ends: CTest runs this with OMP_NUM_THREADS=32, teams of 32 only) mode 2 is
-// mode 1.
+// below 8 / 4 edges run mode 1 in the forward / adjoint), vs the reference and finite differences and vs mode 1
+// to rounding. Where the tensor cores exist (sm_80+ CUDA build) the launch must report them for float; elsewhere
+// (host back-ends: CTest runs this with OMP_NUM_THREADS=32, teams of 32 only) mode 2 is mode 1.
 TEST(Interaction, TensorCoreRadial) {
   const int C = 8, tmax = team_size_max();
   if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
