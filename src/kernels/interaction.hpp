@@ -31,13 +31,13 @@
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
-// Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true>
-// etc.): after the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk edges at once, a GEMM
-// [n x H] x [H x NW C] in which thread tr owns the columns tr + ts x and register-blocks 4 columns x 4 (or 2) edges,
-// so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team scratch and the
-// channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds cap x NW C outputs;
-// the end-of-atom arrays overlap the chunk, except with one thread per team); where no chunk fits
-// scratch_size_max(0) the mode-0 kernels run.
+// Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
+// the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk
+// edges at once, a GEMM [n x H] x [H x NW C] in which thread tr owns the columns tr + ts x and register-blocks 4
+// columns x 4 (or 2) edges, so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team
+// scratch and the channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds
+// cap x NW C outputs; the end-of-atom arrays overlap the chunk, except with one thread per team); where no chunk
+// fits scratch_size_max(0) the mode-0 kernels run.
 // Radial mode 2 (default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
@@ -85,10 +85,10 @@ struct LayerParams {
   // computes them for the whole chunk as a small GEMM into team scratch (InteractionKernel::radial_gemm), falling
   // back to 0 where the scratch does not fit (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms; on
   // host back-ends, one thread per team, each W2t load then feeds 4 edges instead of 1: attention fwd+bwd 1,000 x 20
-  // x 32 on 2 OpenMP threads 395 vs 667 ms); 2 = mode 1 with
-  // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
-  // multiple of 8, whole warps, chunks that fill the MMA; InteractionKernel::tensor_core_ok / tensor_core_chunk),
-  // else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
+  // x 32 on 2 OpenMP threads 395 vs 667 ms); 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32
+  // accuracy) where they apply (float, sm_80+ CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA;
+  // InteractionKernel::tensor_core_ok / tensor_core_chunk), else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD
+  // steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
 };
@@ -119,10 +119,8 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   auto b = mk(b1, 1, H, false, "b1");
   p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
   if (std::is_same<T, float>::value && H % MmaTile::K == 0 && (2 * P * C) % MmaTile::M == 0) {
-    std::vector<double> w2t(size_t(H) * 2 * P * C);  // W2t (H, 2PC) from W2 (2PC, H)
-    for (int r = 0; r < 2 * P * C; ++r)
-      for (int hh = 0; hh < H; ++hh) w2t[size_t(hh) * 2 * P * C + r] = W2[size_t(r) * H + hh];
-    const auto frag = pack_a_fragments(w2t, H, 2 * P * C);
+    // W2t(hh, col) = W2(col, hh), read in place
+    const auto frag = pack_a_fragments([&](int hh, int col) { return W2[size_t(col) * H + hh]; }, H, 2 * P * C);
     Kokkos::View<float*, Device> d("W2tc", frag.size());
     Kokkos::deep_copy(d, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                              frag.data(), frag.size()));
@@ -246,6 +244,7 @@ struct InteractionKernel {
     SI1 other;
     char* base;    // start of the team scratch (end-of-atom arrays: part_of, buf_of)
     int cap = CH;  // edges per chunk
+    bool overlap;  // chunk_overlap(team size)
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
@@ -293,11 +292,11 @@ struct InteractionKernel {
 
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
-  // One thread per team (host back-ends) loops over the channels and accumulates the adjoint partials across chunks:
-  // its end-of-atom arrays must not overlap a mode-1 chunk (set by atom_team_policy).
-  int one_thread = 0;
-  // device back-ends run mode 1 with teams of C * S only: the layout stays a compile-time choice there
-  KOKKOS_INLINE_FUNCTION bool host_loop() const { return runs_on_host<exec> && one_thread; }
+
+  // Whether the end-of-atom arrays may overlap a mode-1 chunk for teams of ts threads: not for one thread per team
+  // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
+  // back-ends run mode 1 with teams of C * S only, so there it is a compile-time true).
+  KOKKOS_INLINE_FUNCTION static constexpr bool chunk_overlap(int ts) { return !(runs_on_host<exec> && ts == 1); }
 
   // Chunk edges per MMA chain of radial_mma: the 8 B columns hold 8 edges (forward) or s and ds/dd of 4 (adjoint).
   KOKKOS_INLINE_FUNCTION static constexpr int mma_edges(bool adjoint) { return adjoint ? 4 : 8; }
@@ -328,9 +327,9 @@ struct InteractionKernel {
     return 0;
   }
 
-  // Automatic GPU launch: edge split S = auto_edge_split(C) = 128 / C (>= 1), team C S <= 256 and <= tmax; with radial mode 1 the
-  // largest S for which a mode-1 chunk of >= S edges fits `limit`, else (mode 0) S lowered until the scratch
-  // fits. Returns {S, gch}.
+  // Automatic GPU launch: edge split S = auto_edge_split(C) = 128 / C (>= 1), team C S <= 256 and <= tmax; with
+  // radial mode 1 the largest S for which a mode-1 chunk of >= S edges fits `limit`, else (mode 0) S lowered until
+  // the scratch fits. Returns {S, gch}.
   static Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, bool adjoint, bool gemm, int want, int tmax,
                                            size_t limit) {
     const int S0 = auto_edge_split(C);
@@ -360,7 +359,8 @@ struct InteractionKernel {
   template <bool G>
   KOKKOS_INLINE_FUNCTION Chunk<G> make_chunk(const member& team, bool adjoint, int S) const {
     const int C = prm.C, H = prm.H;
-    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, !host_loop());
+    const bool overlap = chunk_overlap(team.team_size());
+    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, overlap);
     // mode 1 writes its end-of-atom arrays over the chunk; should Kokkos run several atoms per team in turn, the
     // previous atom must no longer read them
     if (G) team.team_barrier();
@@ -379,17 +379,18 @@ struct InteractionKernel {
       if (adjoint) ch.dw = ST2(at(lo.dw), ch.cap, NW * C);
     }
     ch.base = base;
+    ch.overlap = overlap;
     return ch;
   }
   // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
   template <bool G>
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<G>& ch, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, !host_loop());
+    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, ch.overlap);
     return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
   }
   template <bool G>
   KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<G>& ch, bool adjoint, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, !host_loop());
+    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, ch.overlap);
     return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
   }
 
@@ -1024,9 +1025,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
   kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
             Kern::tensor_core_ok(kern.prm, team_size);
-  kern.one_thread = team_size == 1;
   const int S = edge_split(team_size, C);
-  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, team_size != 1);
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, Kern::chunk_overlap(team_size));
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
     throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
@@ -1076,7 +1076,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.tc_fwd = kern.tc;
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
-                                    r.team_fwd != 1);
+                                    Kern::chunk_overlap(r.team_fwd));
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
@@ -1086,7 +1086,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.tc_adj = adj.tc;
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
-                                     r.team_adj != 1);
+                                     Adj::chunk_overlap(r.team_adj));
   });
   return r;
 }

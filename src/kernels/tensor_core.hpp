@@ -11,13 +11,14 @@
 //                                   B (8 x 8, col-major):  b_row(l, r) = l%4 + 4 r,     b_col(l)    = l/4
 //                                   C/D (16 x 8):          c_row(l, r) = l/4 + 8 (r/2), c_col(l, r) = 2 (l%4) + r%2
 //   pack_a_fragments(W, rows, cols) host: the A operand A(m, k) = W(k, m) of every (16-column tile, 8-row k step)
-//                                   of a row-major W (rows = K dimension, cols = M dimension) in fragment order:
+//                                   of W (a callable W(k, m); rows = K dimension, cols = M dimension) in fragment
+//                                   order:
 //                                   out[((tile * KS + ks) * 32 + lane) * 4 + r], one 16-byte load per lane and k
 //                                   step. fp32 values, split on the device: a pre-split big + small copy was twice
 //                                   the bytes, and the H200 ran the radial GEMM from L2 instead of L1 with it
 //                                   (attention fwd+bwd 10k x 30 x 64: 32.1 ms vs 25.9 ms for the CUDA-core GEMM)
 //   mma_tf32_3x(d, a_big, a_small, b_big, b_small)   device: d += A B (three m16n8k8 MMAs, small terms first)
-//   split_tf32(x, big, small)       device: the split of one operand value
+//   split_tf32(x, big, small)       device: the split of one operand value (tf32_round twice)
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -64,9 +65,9 @@ KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
 }
 
 // Host: A(m, k) = W(k, m) in fragment order (see the top comment).
-template <class T>
-std::vector<float> pack_a_fragments(const std::vector<T>& W, int rows, int cols) {
-  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0 || W.size() != size_t(rows) * cols)
+template <class F>
+std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
+  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0)
     throw std::invalid_argument("pack_a_fragments: rows must be a multiple of 8 and cols of 16");
   const int KS = rows / MmaTile::K, tiles = cols / MmaTile::M;
   std::vector<float> out(size_t(tiles) * KS * 32 * 4);
@@ -74,16 +75,16 @@ std::vector<float> pack_a_fragments(const std::vector<T>& W, int rows, int cols)
     for (int ks = 0; ks < KS; ++ks)
       for (int l = 0; l < 32; ++l)
         for (int r = 0; r < 4; ++r)
-          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] = float(
-              W[size_t(ks * MmaTile::K + MmaTile::a_col(l, r)) * cols + tile * MmaTile::M + MmaTile::a_row(l, r)]);
+          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
+              float(W(ks * MmaTile::K + MmaTile::a_col(l, r), tile * MmaTile::M + MmaTile::a_row(l, r)));
   return out;
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ inline void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
-  const float rem = x - __uint_as_float(big);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rem));
+  const float b = tf32_round(x);
+  big = __float_as_uint(b);
+  small = __float_as_uint(tf32_round(x - b));
 }
 
 __device__ inline void mma_tf32(float* d, const uint32_t* a, const uint32_t* b) {

@@ -593,7 +593,8 @@ TEST(Interaction, TensorCoreRadial) {
     EXPECT_LE(std::fabs(w - big), std::ldexp(std::fabs(w), -11));
     EXPECT_LE(std::fabs(w - (big + small)), std::ldexp(std::fabs(w), -21));
   }
-  const auto frag = pack_a_fragments(W, 16, 32);  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
+  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
+  const auto frag = pack_a_fragments([&](int k, int m) { return W[size_t(k) * 32 + m]; }, 16, 32);
   std::vector<int> seen(W.size(), 0);
   for (int tile = 0; tile < 2; ++tile)
     for (int ks = 0; ks < 2; ++ks)
