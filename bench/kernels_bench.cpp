@@ -152,6 +152,7 @@ Kern make_conv(const G& g, int N, int E, int C) {
   kern.gw = V("gw", E, Kern::P, C);
   kern.f = typename Kern::D2("f", N, 3);
   kern.vatom = typename Kern::D2("vatom", N, 6);
+  kern.allocate_workspace();
   return kern;
 }
 

@@ -15,6 +15,9 @@
 //   bessel(n, d, rc, &dB)              B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d and its derivative
 //   silu(x, &ds)
 //   runs_on_host<ExecSpace>            true for host back-ends (Serial, OpenMP): one thread per team there
+//   channel_sum<ExecSpace>(rank, v)    sum of v[N] over a slot of team threads (a warp on CUDA, shuffles; one thread
+//                                      elsewhere); returns the slot in the thread holding the sum, -1 in the others;
+//                                      channel_sum_slots<ExecSpace>(team size) slots per team
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -30,6 +33,36 @@ KOKKOS_INLINE_FUNCTION constexpr int num_sh(int L) { return (L + 1) * (L + 1); }
 template <class ExecSpace>
 inline constexpr bool runs_on_host =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+
+// Lanes of a channel_sum slot: a whole warp on CUDA (team sizes there must be multiples of 32), else one thread.
+template <class ExecSpace>
+inline constexpr int channel_sum_lanes =
+#ifdef KOKKOS_ENABLE_CUDA
+    std::is_same<ExecSpace, Kokkos::Cuda>::value ? 32 :
+#endif
+                                                 1;
+
+template <class ExecSpace>
+int channel_sum_slots(int team_size) {
+  return (team_size + channel_sum_lanes<ExecSpace> - 1) / channel_sum_lanes<ExecSpace>;
+}
+
+// Team ranks map to consecutive lanes on CUDA (Kokkos puts the team on threadIdx.y with vector length 1), so a slot
+// of 32 ranks is one warp and the butterfly leaves the sum in every lane; lane 0 reports the slot.
+template <class ExecSpace, int N, class T>
+KOKKOS_INLINE_FUNCTION int channel_sum(int rank, T (&v)[N]) {
+  constexpr int lanes = channel_sum_lanes<ExecSpace>;
+  if constexpr (lanes == 32) {
+#ifdef __CUDA_ARCH__
+    for (int off = 16; off > 0; off >>= 1)
+      for (int a = 0; a < N; ++a) v[a] += __shfl_xor_sync(0xffffffffu, v[a], off);
+#endif
+    return rank % 32 == 0 ? rank / 32 : -1;
+  } else {
+    (void)v;
+    return rank;
+  }
+}
 
 struct PathLs {
   int l1, l2, l3;

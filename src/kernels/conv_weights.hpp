@@ -7,8 +7,10 @@
 //
 // Layouts (LayoutRight): h (n_total, K, C); w (E, P, C) with E in receiver-grouped edge order of Graph;
 // out (n_recv, KO, C), KO = num_out(L, ALL); adjoint: gout (n_recv, KO, C) -> gh (n_total, K, C) accumulated,
-// gw (E, P, C) written, f (n_total, 3) and vatom (n_total, 6) double accumulated (no atomics: receiver pass
-// writes gw and receiver forces, sender pass (sender CSR) gathers gh and sender forces).
+// gw (E, P, C) written, f (n_total, 3) and vatom (n_total, 6) double accumulated. No atomics: one pass over the
+// sender CSR writes gw, gathers gh and stores each edge's dE/dr summed over channels (edge_grad, 3 numbers per edge
+// and warp: 0.3 % of the size of gw); a gather kernel turns those into both atoms' forces and virials.
+// Call allocate_workspace() once g and C are set, before backward().
 #pragma once
 #include "graph.hpp"
 #include "sh.hpp"
@@ -28,16 +30,15 @@ struct ConvEdgeWeights {
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
   using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
   using member = typename Kokkos::TeamPolicy<exec>::member_type;
-  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename exec::scratch_memory_space,
-                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   struct Forward {};
-  struct RecvAdj {};
   struct SendAdj {};
+  struct Gather {};
 
   Graph<T, Device> g;
   CV3 h, w, gout;
   V3 out, gh, gw;
   D2 f, vatom;
+  V3 edge_grad;  // adjoint workspace, see allocate_workspace()
   T scale = 1;
   int C = 0;
 
@@ -65,91 +66,95 @@ struct ConvEdgeWeights {
     });
   }
 
-  template <bool SENDER>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int e, int i, int j, int c, T* r, T* gr, T* ghj, T* gwe) const {
-    T Y[K], hj[K], gY[K];
-    edge_vec(i, j, r);
-    sh<L, T>(r, Y);
-    for (int k = 0; k < K; ++k) {
-      hj[k] = h(j, k, c);
-      gY[k] = T(0);
-    }
-    if (!SENDER)
-      for (int p = 0; p < P; ++p) gwe[p] = T(0);
-    // w and gout are read path by path where they are used (Strided), not preloaded: with all 34 weights and 32
-    // upstream values live at once both adjoint kernels ran out of registers and spilled.
-    const Strided<T> we{&w(e, 0, c), C}, go{&gout(i, 0, c), C};
-    // the sender pass needs no dE/dw (written by the receiver pass)
-    tp_adjoint<L, ALL, SENDER, false, T, !SENDER>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY, gwe, nullptr);
-    gr[0] = gr[1] = gr[2] = T(0);
-    sh_vjp<L, T>(r, gY, gr);
-  }
-
-  KOKKOS_INLINE_FUNCTION static void tally(double* acc, const T* r, const T* gr, double sign) {
-    for (int b = 0; b < 3; ++b) acc[b] += sign * gr[b];
-    add_half_edge_virial(acc + 3, r, gr);
-  }
-
-  KOKKOS_INLINE_FUNCTION void finish(const member& team, const scratch& part, int n) const {
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NV), [&](const int v) {
-      double s = 0;
-      for (int c = 0; c < C; ++c) s += part(c, v);
-      if (v < 3)
-        f(n, v) += s;
-      else
-        vatom(n, v - 3) += s;
-    });
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(RecvAdj, const member& team) const {
-    const int i = team.league_rank();
-    scratch part(team.team_scratch(0), C, NV);
-    const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      double acc[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      for (int e = e0; e < e1; ++e) {
-        T r[3], gr[3], gwe[P];
-        edge_adjoint<false>(e, i, g.edge_sender(e), c, r, gr, nullptr, gwe);
-        for (int p = 0; p < P; ++p) gw(e, p, c) = gwe[p];
-        tally(acc, r, gr, 1.0);
-      }
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    finish(team, part, i);
-  }
-
+  // One pass over the sender CSR: for sender j and each of its edges e = (i <- j), with Y = Y(r_ij),
+  //   dE/dw_e   = alpha * CG(h_j, Y) . gout_i     (written to gw, each path exactly once)
+  //   dE/dh_j  += w_e * CG^T(gout_i, Y)           (registers across the edges, one store per atom)
+  //   dE/dr_ij  = sh_vjp(w_e * CG^T(h_j, gout_i)) (summed over channels into edge_grad)
+  // The receiver-grouped pass this replaces computed the dE/dY part a second time (and read w a second time) only
+  // to deliver the receiver's force; now that half comes from edge_grad in the small gather kernel below.
   KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const {
     const int j = team.league_rank();
-    scratch part(team.team_scratch(0), C, NV);
     const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      double acc[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      T ghj[K];
-      for (int k = 0; k < K; ++k) ghj[k] = T(0);
+    const int ts = team.team_size(), rank = team.team_rank();
+    // host back-ends: one thread loops over the channels (and adds into its edges' slot 0 after the first)
+    for (int c0 = 0; c0 < C; c0 += ts) {
+      const int c = c0 + rank;
+      const bool active = c < C;
+      T hj[K], ghj[K];
+      for (int k = 0; k < K; ++k) {
+        hj[k] = active ? h(j, k, c) : T(0);
+        ghj[k] = T(0);
+      }
       for (int s = s0; s < s1; ++s) {
         const int e = g.send_edges(s);
-        T r[3], gr[3];
-        edge_adjoint<true>(e, g.edge_receiver(e), j, c, r, gr, ghj, nullptr);
-        tally(acc, r, gr, -1.0);
+        T r[3], gr[3] = {T(0), T(0), T(0)};
+        edge_vec(g.edge_receiver(e), j, r);
+        if (active) {
+          T Y[K], gY[K];
+          sh<L, T>(r, Y);
+          for (int k = 0; k < K; ++k) gY[k] = T(0);
+          // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights and
+          // 32 upstream values live at once the adjoint ran out of registers and spilled.
+          tp_adjoint<L, ALL, true, false, T>(hj, Y, Strided<T>{&w(e, 0, c), C}, nullptr,
+                                             Strided<T>{&gout(g.edge_receiver(e), 0, c), C}, nullptr, scale, T(0),
+                                             ghj, gY, StridedWrite<T>{&gw(e, 0, c), C}, nullptr);
+          sh_vjp<L, T>(r, gY, gr);
+        }
+        const int slot = channel_sum<exec>(rank, gr);
+        if (slot >= 0)
+          for (int a = 0; a < 3; ++a) {
+            if (c0 == 0)
+              edge_grad(e, slot, a) = gr[a];
+            else
+              edge_grad(e, slot, a) += gr[a];
+          }
       }
-      for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    finish(team, part, j);
+      if (active)
+        for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
+    }
   }
 
-
-  template <class Tag>
-  void launch(const char* name, int n) const {
-    Kokkos::TeamPolicy<exec, Tag> pol(n, runs_on_host<exec> ? 1 : C);
-    pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch::shmem_size(C, NV)));
-    Kokkos::parallel_for(name, pol, *this);
+  // Forces and per-atom virial from the channel-summed edge gradients: atom n gets +g_e from the edges it receives
+  // and -g_e from those it sends, and half of each edge's virial either way.
+  KOKKOS_INLINE_FUNCTION void operator()(Gather, const int n) const {
+    double acc[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    auto add = [&](int e, int i, int j, double sign) {
+      T r[3], gr[3] = {T(0), T(0), T(0)};
+      edge_vec(i, j, r);
+      for (int slot = 0; slot < int(edge_grad.extent(1)); ++slot)
+        for (int a = 0; a < 3; ++a) gr[a] += edge_grad(e, slot, a);
+      for (int a = 0; a < 3; ++a) acc[a] += sign * gr[a];
+      add_half_edge_virial(acc + 3, r, gr);
+    };
+    if (n < g.n_recv)
+      for (int e = g.recv_offsets(n); e < g.recv_offsets(n + 1); ++e) add(e, n, g.edge_sender(e), 1.0);
+    for (int s = g.send_offsets(n); s < g.send_offsets(n + 1); ++s) {
+      const int e = g.send_edges(s);
+      add(e, g.edge_receiver(e), n, -1.0);
+    }
+    for (int a = 0; a < 3; ++a) f(n, a) += acc[a];
+    for (int v = 0; v < 6; ++v) vatom(n, v) += acc[3 + v];
   }
-  void forward() const { launch<Forward>("batmobile::conv_w_fwd", g.n_recv); }
+
+  // Threads per team of the adjoint: GPUs one per channel, rounded up to whole warps (channel_sum shuffles within
+  // warps); host back-ends one.
+  int adjoint_team_size() const { return runs_on_host<exec> ? 1 : (C + 31) / 32 * 32; }
+  // edge_grad (E, slots, 3): the per-edge dE/dr partial sums, one slot per warp of the adjoint team.
+  void allocate_workspace() {
+    edge_grad = V3("conv_edge_grad", g.n_edges, channel_sum_slots<exec>(adjoint_team_size()), 3);
+  }
+
+  void forward() const {
+    Kokkos::parallel_for("batmobile::conv_w_fwd",
+                         Kokkos::TeamPolicy<exec, Forward>(g.n_recv, runs_on_host<exec> ? 1 : C), *this);
+  }
   void backward() const {
-    launch<RecvAdj>("batmobile::conv_w_recv_adj", g.n_recv);
-    launch<SendAdj>("batmobile::conv_w_send_adj", g.n_total);
+    if (int(edge_grad.extent(0)) != g.n_edges ||
+        int(edge_grad.extent(1)) != channel_sum_slots<exec>(adjoint_team_size()))
+      throw std::logic_error("ConvEdgeWeights::backward: call allocate_workspace() after setting g and C");
+    Kokkos::parallel_for("batmobile::conv_w_send_adj", Kokkos::TeamPolicy<exec, SendAdj>(g.n_total, adjoint_team_size()),
+                         *this);
+    Kokkos::parallel_for("batmobile::conv_w_gather", Kokkos::RangePolicy<exec, Gather>(0, g.n_total), *this);
   }
 };
 

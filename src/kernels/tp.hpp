@@ -49,6 +49,13 @@ KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const W& w, const WV
   });
 }
 
+template <int N, class T>
+KOKKOS_FORCEINLINE_FUNCTION T dot_n(const T* a, const T* b) {
+  T s = T(0);
+  for (int k = 0; k < N; ++k) s += a[k] * b[k];
+  return s;
+}
+
 // w, wv, gm, go may be register arrays (T*) or any indexable accessor, e.g. Strided over a global view: each
 // path then loads its weight and its (2 l3 + 1) upstream values where it uses them, so that they need not all be
 // live in registers at once (the conv adjoint kernels spill otherwise). gw, gwv: anything with gw[p] += x (T*, or a
@@ -64,23 +71,31 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     constexpr int n3 = 2 * q.l3 + 1;
     using CG = cg::Path<q.l1, q.l2, q.l3>;
+    constexpr int n1 = 2 * q.l1 + 1;
     const T alpha = T(path_alpha(L, ALL, p));
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
-    T gb[n3];
+    // t_a = sum_{b,k} CG_abk Y_b g_k serves both dE/dh_a (= alpha w t_a) and dE/dw (= alpha h . t): one CG
+    // contraction for the two instead of a separate triple-product dot (3 operations per CG entry) for dE/dw.
+    T gb[n3], t[n1], G[n3];
     for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
-    if constexpr (NEED_W) gw[p] += cm * alpha * CG::dot(hb, Yb, gb);
-    // Combined upstream of both weight sets for this path: one adjoint call per path.
-    T G[n3];
+    for (int a = 0; a < n1; ++a) t[a] = T(0);
+    CG::adj_a(gb, Yb, T(1), t);
     const T wp = cm * w[p];
+    if constexpr (NEED_W) gw[p] += cm * alpha * dot_n<n1>(hb, t);
+    if constexpr (NEED_H)
+      for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wp * t[a];
     for (int m = 0; m < n3; ++m) G[m] = wp * gb[m];
     if constexpr (TWO) {
       for (int m = 0; m < n3; ++m) gb[m] = go[o + m];
-      if constexpr (NEED_W) gwv[p] += cv * alpha * CG::dot(hb, Yb, gb);
+      for (int a = 0; a < n1; ++a) t[a] = T(0);
+      CG::adj_a(gb, Yb, T(1), t);
       const T wvp = cv * wv[p];
+      if constexpr (NEED_W) gwv[p] += cv * alpha * dot_n<n1>(hb, t);
+      if constexpr (NEED_H)
+        for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wvp * t[a];
       for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
     }
-    if constexpr (NEED_H) CG::adj_a(G, Yb, alpha, gh + q.l1 * q.l1);
     CG::adj_b(hb, G, alpha, gY + q.l2 * q.l2);
   });
 }
@@ -91,6 +106,19 @@ struct Strided {
   const T* p;
   int stride;
   KOKKOS_INLINE_FUNCTION T operator[](int k) const { return p[k * stride]; }
+};
+
+// Write-only strided access for tp_adjoint's gw: it produces each path's dE/dw_p in exactly one `gw[p] += x`,
+// so into a freshly written output that term is a store (no read of the old value, no zeroing pass).
+template <class T>
+struct StridedWrite {
+  T* p;
+  int stride;
+  struct Slot {
+    T* q;
+    KOKKOS_INLINE_FUNCTION void operator+=(T v) const { *q = v; }
+  };
+  KOKKOS_INLINE_FUNCTION Slot operator[](int k) const { return Slot{p + k * stride}; }
 };
 
 }  // namespace kernels
