@@ -178,7 +178,10 @@ def emit_header(tables, path):
             for e in nz:
                 groups.setdefault(e[key], []).append(e)
             for k in sorted(groups):
-                terms = " + ".join(f"T({fmt(c[e])}) * {term(e)}" for e in groups[k])
+                # coefficient * (x * y): the product of the two inputs is formed first, so the compiler cannot
+                # share "coefficient * x" between paths and keep such partial products live across a whole tensor
+                # product (that sharing pushed the fused adjoints to 255 registers with spills on sm_90)
+                terms = " + ".join(f"T({fmt(c[e])}) * ({term(e)})" for e in groups[k])
                 w(f"    {out_name}[{k}] += s * ({terms});")
 
         w("  template <class T>")
