@@ -27,7 +27,6 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -157,36 +156,26 @@ Kern make_conv(const G& g, int N, int E, int C) {
   return kern;
 }
 
-// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths>; EXPERIMENT: BATMOBILE_CONV_VARIANTS (space-
-// separated ConvEdgeWeights::variant values, default "1") times launch variants; the first is reported as conv_fwd*,
-// the others as conv_fwd*_vN.
+// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths>.
 void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate) {
   const int E = N * k;
   const long long base = device_used_bytes();
-  auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true>>(g, N, E, C);
+  const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true>>(g, N, E, C);
   const double fl = conv_flops_per_edge(C) * E;
-  const char* env = std::getenv("BATMOBILE_CONV_VARIANTS");
-  std::istringstream vs(env ? env : "1");
-  bool first = true;
-  for (int v; vs >> v; first = false) {
-    kern.variant = v;
-    const std::string sfx = first ? "" : "_v" + std::to_string(v);
-    const std::string extra = ", \"conv_variant\": " + std::to_string(v);
-    double ms = median_ms([&] { kern.forward(); }, warmup, reps);
-    write_result(out, {"conv_fwd" + sfx, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
-                       fl / (ms * 1e-3) / fma_rate}, extra);
-    ms = median_ms(
-        [&] {
-          kern.forward();
-          Kokkos::deep_copy(kern.gh, 0.0f);
-          Kokkos::deep_copy(kern.f, 0.0);
-          Kokkos::deep_copy(kern.vatom, 0.0);
-          kern.backward();
-        },
-        warmup, reps);
-    write_result(out, {"conv_fwd_bwd" + sfx, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
-                       3 * fl / (ms * 1e-3) / fma_rate}, extra);
-  }
+  double ms = median_ms([&] { kern.forward(); }, warmup, reps);
+  write_result(out, {"conv_fwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     fl / (ms * 1e-3) / fma_rate});
+  ms = median_ms(
+      [&] {
+        kern.forward();
+        Kokkos::deep_copy(kern.gh, 0.0f);
+        Kokkos::deep_copy(kern.f, 0.0);
+        Kokkos::deep_copy(kern.vatom, 0.0);
+        kern.backward();
+      },
+      warmup, reps);
+  write_result(out, {"conv_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
+                     3 * fl / (ms * 1e-3) / fma_rate});
 }
 
 // radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.

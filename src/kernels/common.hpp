@@ -47,8 +47,9 @@ int channel_sum_slots(int team_size) {
   return (team_size + channel_sum_lanes<ExecSpace> - 1) / channel_sum_lanes<ExecSpace>;
 }
 
-// Team ranks map to consecutive lanes on CUDA (Kokkos puts the team on threadIdx.y with vector length 1), so a slot
-// of 32 ranks is one warp and the butterfly leaves the sum in every lane; lane 0 reports the slot.
+// `rank` must map to consecutive lanes on CUDA (team ranks with vector length 1: Kokkos puts the team on
+// threadIdx.y; or a flat range index whose groups are whole warps), so a slot of 32 ranks is one warp and the
+// butterfly leaves the sum in every lane; lane 0 reports the slot.
 template <class ExecSpace, int N, class T>
 KOKKOS_INLINE_FUNCTION int channel_sum(int rank, T (&v)[N]) {
   constexpr int lanes = channel_sum_lanes<ExecSpace>;

@@ -29,18 +29,9 @@ struct ConvEdgeWeights {
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
   using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
-  using member = typename Kokkos::TeamPolicy<exec>::member_type;
   struct Forward {};
-  struct ForwardFlat {};
   struct SendAdj {};
-  struct SendAdjFlat {};
   struct Gather {};
-  struct SplitRecvAdj {};
-  struct SplitSendAdj {};
-  // EXPERIMENT (session 6): launch variants timed against each other on the H200
-  // 0: team policies; 1: flat range policies (prefer L1); 2: the old receiver + sender passes; 3, 4: 1 with the
-  // sender adjoint capped at 168 / 128 registers
-  int variant = 1;
 
   Graph<T, Device> g;
   CV3 h, w, gout;
@@ -70,11 +61,6 @@ struct ConvEdgeWeights {
     }
     for (int k = 0; k < KO; ++k) out(i, k, c) = scale * acc[k];
   }
-  KOKKOS_INLINE_FUNCTION void operator()(Forward, const member& team) const {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) { forward_channel(team.league_rank(), c); });
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(ForwardFlat, const int t) const { forward_channel(t / C, t % C); }
-
   // One pass over the sender CSR: for sender j and each of its edges e = (i <- j), with Y = Y(r_ij),
   //   dE/dw_e   = alpha * CG(h_j, Y) . gout_i     (written to gw, each path exactly once)
   //   dE/dh_j  += w_e * CG^T(gout_i, Y)           (registers across the edges, one store per atom)
@@ -93,18 +79,18 @@ struct ConvEdgeWeights {
         ghj[k] = T(0);
       }
       for (int s = s0; s < s1; ++s) {
-        const int e = g.send_edges(s);
+        const int e = g.send_edges(s), i = g.edge_receiver(e);
         T r[3], gr[3] = {T(0), T(0), T(0)};
-        edge_vec(g.edge_receiver(e), j, r);
+        edge_vec(i, j, r);
         if (active) {
           T Y[K], gY[K];
           sh<L, T>(r, Y);
           for (int k = 0; k < K; ++k) gY[k] = T(0);
-          // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights and
-          // 32 upstream values live at once the adjoint ran out of registers and spilled.
+          // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights
+          // and 32 upstream values live at once the adjoint ran out of registers and spilled.
           tp_adjoint<L, ALL, true, false, T>(hj, Y, Strided<T>{&w(e, 0, c), C}, nullptr,
-                                             Strided<T>{&gout(g.edge_receiver(e), 0, c), C}, nullptr, scale, T(0),
-                                             ghj, gY, StridedWrite<T>{&gw(e, 0, c), C}, nullptr);
+                                             Strided<T>{&gout(i, 0, c), C}, nullptr, scale, T(0), ghj, gY,
+                                             StridedWrite<T>{&gw(e, 0, c), C}, nullptr);
           sh_vjp<L, T>(r, gY, gr);
         }
         const int slot = channel_sum<exec>(rank, gr);
@@ -121,87 +107,13 @@ struct ConvEdgeWeights {
     }
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const member& team) const {
-    send_adjoint(team.league_rank(), team.team_rank(), team.team_size());
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(SendAdjFlat, const int t) const {
-    const int ts = runs_on_host<exec> ? 1 : (C + 31) / 32 * 32;
+  // Flat range policies (thread t = atom * threads per atom + rank), not team policies: these kernels need no
+  // scratch, and Kokkos 3.4 launches every team-policy kernel with the cache configuration "prefer shared", which
+  // leaves ~23 KB of L1 on the H200 for the adjoint's register spills and gathered upstream rows.
+  KOKKOS_INLINE_FUNCTION void operator()(Forward, const int t) const { forward_channel(t / C, t % C); }
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const int t) const {
+    const int ts = adjoint_threads();
     send_adjoint(t / ts, t % ts, ts);
-  }
-
-  template <bool SENDER>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int e, int i, int j, int c, T* r, T* gr, T* ghj, T* gwe) const {
-    T Y[K], hj[K], gY[K];
-    edge_vec(i, j, r);
-    sh<L, T>(r, Y);
-    for (int k = 0; k < K; ++k) {
-      hj[k] = h(j, k, c);
-      gY[k] = T(0);
-    }
-    if (!SENDER)
-      for (int p = 0; p < P; ++p) gwe[p] = T(0);
-    // w and gout are read path by path where they are used (Strided), not preloaded: with all 34 weights and 32
-    // upstream values live at once both adjoint kernels ran out of registers and spilled.
-    const Strided<T> we{&w(e, 0, c), C}, go{&gout(i, 0, c), C};
-    tp_adjoint<L, ALL, SENDER, false, T, !SENDER>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY, gwe, nullptr);
-    gr[0] = gr[1] = gr[2] = T(0);
-    sh_vjp<L, T>(r, gY, gr);
-  }
-
-  KOKKOS_INLINE_FUNCTION static void tally(double* acc, const T* r, const T* gr, double sign) {
-    for (int b = 0; b < 3; ++b) acc[b] += sign * gr[b];
-    add_half_edge_virial(acc + 3, r, gr);
-  }
-
-  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, typename exec::scratch_memory_space,
-                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  KOKKOS_INLINE_FUNCTION void finish(const member& team, const scratch& part, int n) const {
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NV), [&](const int v) {
-      double s = 0;
-      for (int c = 0; c < C; ++c) s += part(c, v);
-      if (v < 3)
-        f(n, v) += s;
-      else
-        vatom(n, v - 3) += s;
-    });
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(SplitRecvAdj, const member& team) const {
-    const int i = team.league_rank();
-    scratch part(team.team_scratch(0), C, NV);
-    const int e0 = g.recv_offsets(i), e1 = g.recv_offsets(i + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      double acc[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      for (int e = e0; e < e1; ++e) {
-        T r[3], gr[3], gwe[P];
-        edge_adjoint<false>(e, i, g.edge_sender(e), c, r, gr, nullptr, gwe);
-        for (int p = 0; p < P; ++p) gw(e, p, c) = gwe[p];
-        tally(acc, r, gr, 1.0);
-      }
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    finish(team, part, i);
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(SplitSendAdj, const member& team) const {
-    const int j = team.league_rank();
-    scratch part(team.team_scratch(0), C, NV);
-    const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-      double acc[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      T ghj[K];
-      for (int k = 0; k < K; ++k) ghj[k] = T(0);
-      for (int s = s0; s < s1; ++s) {
-        const int e = g.send_edges(s);
-        T r[3], gr[3];
-        edge_adjoint<true>(e, g.edge_receiver(e), j, c, r, gr, ghj, nullptr);
-        tally(acc, r, gr, -1.0);
-      }
-      for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
-      for (int v = 0; v < NV; ++v) part(c, v) = acc[v];
-    });
-    finish(team, part, j);
   }
 
   // Forces and per-atom virial from the channel-summed edge gradients: atom n gets +g_e from the edges it receives
@@ -226,51 +138,26 @@ struct ConvEdgeWeights {
     for (int v = 0; v < 6; ++v) vatom(n, v) += acc[3 + v];
   }
 
-  // Threads per team of the adjoint: GPUs one per channel, rounded up to whole warps (channel_sum shuffles within
-  // warps); host back-ends one.
-  KOKKOS_INLINE_FUNCTION int adjoint_team_size() const { return runs_on_host<exec> ? 1 : (C + 31) / 32 * 32; }
-  // edge_grad (E, slots, 3): the per-edge dE/dr partial sums, one slot per warp of the adjoint team.
+  // Threads per atom of the adjoint: GPUs one per channel, rounded up to whole warps (channel_sum shuffles within
+  // warps, and warps never straddle two atoms); host back-ends one.
+  KOKKOS_INLINE_FUNCTION int adjoint_threads() const { return runs_on_host<exec> ? 1 : (C + 31) / 32 * 32; }
+  // edge_grad (E, slots, 3): the per-edge dE/dr partial sums, one slot per warp of an atom's threads.
   void allocate_workspace() {
-    edge_grad = V3("conv_edge_grad", g.n_edges, channel_sum_slots<exec>(adjoint_team_size()), 3);
+    edge_grad = V3("conv_edge_grad", g.n_edges, channel_sum_slots<exec>(adjoint_threads()), 3);
   }
 
   void forward() const {
-    if (variant != 0 && variant != 2)
-      Kokkos::parallel_for("batmobile::conv_w_fwd", Kokkos::RangePolicy<exec, ForwardFlat>(0, g.n_recv * C), *this);
-    else
-      Kokkos::parallel_for("batmobile::conv_w_fwd",
-                           Kokkos::TeamPolicy<exec, Forward>(g.n_recv, runs_on_host<exec> ? 1 : C), *this);
+    Kokkos::parallel_for("batmobile::conv_w_fwd", Kokkos::RangePolicy<exec, Forward>(0, g.n_recv * C), *this);
   }
   void backward() const {
-    if (variant == 2) {
-      for (int pass = 0; pass < 2; ++pass) {
-        const int n = pass == 0 ? g.n_recv : g.n_total;
-        auto run = [&](auto pol) {
-          pol = pol.set_scratch_size(0, Kokkos::PerTeam(scratch::shmem_size(C, NV)));
-          Kokkos::parallel_for("batmobile::conv_w_split_adj", pol, *this);
-        };
-        if (pass == 0)
-          run(Kokkos::TeamPolicy<exec, SplitRecvAdj>(n, runs_on_host<exec> ? 1 : C));
-        else
-          run(Kokkos::TeamPolicy<exec, SplitSendAdj>(n, runs_on_host<exec> ? 1 : C));
-      }
-      return;
-    }
     if (int(edge_grad.extent(0)) != g.n_edges ||
-        int(edge_grad.extent(1)) != channel_sum_slots<exec>(adjoint_team_size()))
+        int(edge_grad.extent(1)) != channel_sum_slots<exec>(adjoint_threads()))
       throw std::logic_error("ConvEdgeWeights::backward: call allocate_workspace() after setting g and C");
-    const int nflat = g.n_total * adjoint_team_size();
-    if (variant == 1)
-      Kokkos::parallel_for("batmobile::conv_w_send_adj", Kokkos::RangePolicy<exec, SendAdjFlat>(0, nflat), *this);
-    else if (variant == 3)
-      Kokkos::parallel_for("batmobile::conv_w_send_adj",
-                           Kokkos::RangePolicy<exec, SendAdjFlat, Kokkos::LaunchBounds<128, 3>>(0, nflat), *this);
-    else if (variant == 4)
-      Kokkos::parallel_for("batmobile::conv_w_send_adj",
-                           Kokkos::RangePolicy<exec, SendAdjFlat, Kokkos::LaunchBounds<128, 4>>(0, nflat), *this);
-    else
-      Kokkos::parallel_for("batmobile::conv_w_send_adj",
-                           Kokkos::TeamPolicy<exec, SendAdj>(g.n_total, adjoint_team_size()), *this);
+    // at most 168 registers (3 blocks of 128 threads per SM): 0 spills with ptxas sm_90, and at 10,000 x 30 x 64
+    // on the H200 the fastest of the caps tried (none: 255 registers, 11.8 ms fwd+bwd; 168: 9.3; 128: 10.7)
+    Kokkos::parallel_for("batmobile::conv_w_send_adj",
+                         Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>(0, g.n_total * adjoint_threads()),
+                         *this);
     Kokkos::parallel_for("batmobile::conv_w_gather", Kokkos::RangePolicy<exec, Gather>(0, g.n_total), *this);
   }
 };

@@ -49,7 +49,7 @@ struct Runner {
   using Kern = ConvEdgeWeights<T, Dev, 3, ALL>;
   Kern k;
   Runner(const Case& S, const std::vector<double>& x, const std::vector<double>& h, const std::vector<double>& w,
-         const std::vector<double>* gout, int variant = 1) {
+         const std::vector<double>* gout) {
     const int P = Kern::P, KO = Kern::KO, C = S.C, E = int(S.recv.size());
     std::vector<T> xt(x.begin(), x.end());
     k.g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
@@ -75,7 +75,6 @@ struct Runner {
     k.f = decltype(k.f)("f", S.n_total, 3);
     k.vatom = decltype(k.f)("vatom", S.n_total, 6);
     k.allocate_workspace();
-    k.variant = variant;
     k.forward();
     if (gout) k.backward();
     Kokkos::fence();
@@ -182,31 +181,6 @@ TEST(ConvEdgeWeights, NaturalPathsForwardAdjoint) { check<false>(42); }
 // 40 channels: on GPUs the adjoint team is two warps, the second partly idle (each warp sums its channels' edge
 // gradients into its own slot); on host back-ends the one thread adds the later channels into its slot.
 TEST(ConvEdgeWeights, FortyChannelsForwardAdjoint) { check<true>(45, 40, 97); }
-
-// Every launch variant (team / flat range policies, register caps, the two-pass adjoint) gives the same numbers.
-TEST(ConvEdgeWeights, LaunchVariantsAgree) {
-  const Case S = make_case(true, 46, 40);
-  std::mt19937 rng(47);
-  std::normal_distribution<double> g(0, 1);
-  std::vector<double> gout(size_t(S.n_recv) * 32 * S.C);
-  for (double& v : gout) v = g(rng);
-  Runner<double, true> ref(S, S.x, S.h, S.w, &gout, 1);
-  auto same = [](const auto& a, const auto& b, const char* what, int v) {
-    auto ha = to_host(a), hb = to_host(b);
-    double scale = 0;
-    for (size_t n = 0; n < ha.span(); ++n) scale = std::max(scale, std::fabs(ha.data()[n]));
-    for (size_t n = 0; n < ha.span(); ++n)
-      ASSERT_NEAR(hb.data()[n], ha.data()[n], 1e-12 * scale) << what << " variant " << v << " at " << n;
-  };
-  for (int v : {0, 2, 3, 4}) {
-    Runner<double, true> r(S, S.x, S.h, S.w, &gout, v);
-    same(ref.k.out, r.k.out, "out", v);
-    same(ref.k.gw, r.k.gw, "gw", v);
-    same(ref.k.gh, r.k.gh, "gh", v);
-    same(ref.k.f, r.k.f, "f", v);
-    same(ref.k.vatom, r.k.vatom, "vatom", v);
-  }
-}
 
 TEST(ConvEdgeWeights, RotationEquivariance) {
   const Case S = make_case(true, 43);
