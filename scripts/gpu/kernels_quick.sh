@@ -4,7 +4,10 @@
 # (HOPPER90), runs the interaction tests (BATMOBILE_QUICK_FILTER, default all) and the attention/conv benchmark
 # (BATMOBILE_QUICK_CASES, space-separated N:k:C, default "1000:20:32 10000:30:64"; radial modes 0, 1 and 2);
 # BATMOBILE_QUICK_NCU=REGEX: also an Nsight Compute report (launch, occupancy, scheduler and warp-state sections)
-# of the first BATMOBILE_QUICK_NCU_COUNT (default 1) kernels matching REGEX in the first case. Logs go to OUTDIR.
+# of the first BATMOBILE_QUICK_NCU_COUNT (default 1) kernels matching REGEX in the first case;
+# BATMOBILE_QUICK_E3NN=1: then bench/run_gpu_bench.sh with this build's benchmark (e3nn 0.6 cross-check and timings
+# in the same run, BATMOBILE_BENCH_REPS default 20 here; writes bench/results/kernels_h200.json, ~1.5 min more;
+# set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings). Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
@@ -46,6 +49,11 @@ if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
     -c "${BATMOBILE_QUICK_NCU_COUNT:-1}" "$B/bench/batmobile_bench" --cases "${CASES[0]}" --radial-mode 2 --reps 1 \
     --warmup 1 --out /dev/null > "$OUT/ncu.txt" 2>&1 || echo "ncu failed (see ncu.txt)"
   grep -E "Duration|Registers|Occupancy|Issued Warp|No Eligible|Stall|Warp Cycles|profiled" "$OUT/ncu.txt" | head -40
+fi
+if [ "${BATMOBILE_QUICK_E3NN:-0}" = 1 ]; then
+  BATMOBILE_BENCH_BIN="$B/bench/batmobile_bench" BATMOBILE_BENCH_REPS=${BATMOBILE_BENCH_REPS:-20} \
+    bench/run_gpu_bench.sh "$OUT/e3nn_bench" > "$OUT/e3nn_bench.log" 2>&1 || rc=1
+  grep -E "cross-check" "$OUT/e3nn_bench.log"; cp bench/results/kernels_h200.json "$OUT/" 2>/dev/null
 fi
 say "done (rc=$rc)"
 exit $rc
