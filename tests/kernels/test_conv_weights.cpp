@@ -182,6 +182,17 @@ TEST(ConvEdgeWeights, NaturalPathsForwardAdjoint) { check<false>(42); }
 // gradients into its own slot); on host back-ends the one thread adds the later channels into its slot.
 TEST(ConvEdgeWeights, FortyChannelsForwardAdjoint) { check<true>(45, 40, 97); }
 
+// backward() needs the edge workspace sized for the graph and C: a clear error, not out-of-bounds writes.
+TEST(ConvEdgeWeights, BackwardWithoutWorkspaceThrows) {
+  const Case S = make_case(true, 48);
+  Runner<double, true> r(S, S.x, S.h, S.w, nullptr);
+  EXPECT_NO_THROW(r.k.backward());
+  r.k.edge_grad = decltype(r.k.edge_grad)();  // as if allocate_workspace() had not been called
+  EXPECT_THROW(r.k.backward(), std::logic_error);
+  r.k.edge_grad = decltype(r.k.edge_grad)("small", S.recv.size() - 1, 1, 3);  // sized for another graph
+  EXPECT_THROW(r.k.backward(), std::logic_error);
+}
+
 TEST(ConvEdgeWeights, RotationEquivariance) {
   const Case S = make_case(true, 43);
   std::mt19937 rng(44);
