@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -223,32 +224,43 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(gm, 7, 1.0);
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
-    for (int mode : radial_modes) {
-      prm.radial_mode = mode;
-      prm.radial_chunk = radial_chunk;
-      const auto ln = interaction_launch<float, Dev, L, true>(prm);
-      const std::string suffix = mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "",
-                        extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
-                                std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
-                                ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
-                                ", \"team_adj\": " + std::to_string(ln.team_adj) +
-                                ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
-                                ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false");
-      double ms = median_ms(
-          [&] {
-            interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
-            Kokkos::deep_copy(gh, 0.0f);
-            Kokkos::deep_copy(f, 0.0);
-            Kokkos::deep_copy(vatom, 0.0);
-            interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
-          },
-          warmup, reps);
-      write_result(out, {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                   extra);
-      ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
-      write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                   extra);
-    }
+    // BATMOBILE_ADJ_MIN_BLOCKS=3: also the radial mode >= 1 ops with the adjoint kernels capped at 168 registers
+    // (LayerParams::adjoint_min_blocks; op names end in _adjcap)
+    const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
+    const bool with_cap = cap_env && std::string(cap_env) == "3";
+    for (int mode : radial_modes)
+      for (int cap : {0, 3}) {
+        if (cap == 3 && (!with_cap || mode == 0)) continue;
+        prm.radial_mode = mode;
+        prm.radial_chunk = radial_chunk;
+        prm.adjoint_min_blocks = cap;
+        const auto ln = interaction_launch<float, Dev, L, true>(prm);
+        const std::string suffix = std::string(mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "") +
+                                   (cap ? "_adjcap" : ""),
+                          extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
+                                  std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
+                                  ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
+                                  ", \"team_adj\": " + std::to_string(ln.team_adj) +
+                                  ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
+                                  ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
+                                  ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false");
+        double ms = median_ms(
+            [&] {
+              interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
+              Kokkos::deep_copy(gh, 0.0f);
+              Kokkos::deep_copy(f, 0.0);
+              Kokkos::deep_copy(vatom, 0.0);
+              interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
+            },
+            warmup, reps);
+        write_result(out,
+                     {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                     extra);
+        if (cap) continue;  // the forward does not change
+        ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
+        write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                     extra);
+      }
   }
 }
 

@@ -91,6 +91,8 @@ struct LayerParams {
   // steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
+  // A/B option: 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so
+  int adjoint_min_blocks = 0;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -203,6 +205,8 @@ struct InteractionKernel {
   static constexpr int K = num_sh(L);
   static constexpr int P = num_paths(L, false);
   static constexpr int NV = 9 + DKM;  // per-channel partials reduced per team: force, virial, dq/dk
+  static constexpr int dkm = DKM;
+  using scalar = T;
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
   static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
   using exec = typename Device::execution_space;
@@ -1045,11 +1049,42 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
   f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
 }
 
+// LayerParams::adjoint_min_blocks = 3 (A/B; default 0): the adjoint kernels launch with Kokkos::LaunchBounds<128, 3>,
+// i.e. at most 168 registers, 3 blocks of 128 threads per SM instead of 2 (ptxas sm_90, float L = 2, radial mode 1/2:
+// receiver adjoint 168 registers 0 B spills, sender 168 / 28 B; uncapped 238 / 247). Compiled only where it can
+// apply, to keep the build time: device back-ends, float, DKM = kSmallDk, radial mode >= 1 kernels; used there when
+// the team has <= 128 threads.
+template <class Kern, class Tag>
+inline constexpr bool adjoint_cap_compiled = !runs_on_host<typename Kern::exec> &&
+                                             std::is_same<typename Kern::scalar, float>::value &&
+                                             Kern::dkm == kSmallDk && Tag::gemm;
+
+template <class Kern, class Tag>
+bool adjoint_capped(const Kern& kern, int team_size) {
+  return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
+}
+
+template <class Kern, class Pol>
+void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
+  using Tag = typename Pol::work_tag;
+  if constexpr (adjoint_cap_compiled<Kern, Tag>) {
+    if (adjoint_capped<Kern, Tag>(kern, pol.team_size())) {
+      Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>> capped(pol.league_size(),
+                                                                                      pol.team_size());
+      capped = capped.set_scratch_size(0, Kokkos::PerTeam(pol.team_scratch_size(0)));
+      Kokkos::parallel_for(name, capped, kern);
+      return;
+    }
+  }
+  Kokkos::parallel_for(name, pol, kern);
+}
+
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
 // (radial mode 2) and team scratch bytes of the forward and of the adjoint kernels.
 struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   bool tc_fwd, tc_adj;
+  bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
@@ -1084,6 +1119,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
       r.tc_adj = adj.tc;
+      r.capped_adj = adjoint_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj));
@@ -1150,10 +1186,10 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.f = f;
     kern.vatom = vatom;
     with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      Kokkos::parallel_for("batmobile::interaction_recv_adj", pol, kern);
+      launch_adjoint("batmobile::interaction_recv_adj", kern, pol);
     });
     with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
-      Kokkos::parallel_for("batmobile::interaction_send_adj", pol, kern);
+      launch_adjoint("batmobile::interaction_send_adj", kern, pol);
     });
   });
   if (ATTN) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
@@ -409,6 +410,14 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       const int m = std::atoi(mode);
       if (m < 0 || m > 2) throw std::invalid_argument("BATMOBILE_RADIAL_MODE must be 0, 1 or 2");
       for (auto& prm : fused_->params) prm.radial_mode = m;
+    }
+    // BATMOBILE_ADJ_MIN_BLOCKS=3 launches the fused adjoint kernels with at most 168 registers (3 blocks of 128
+    // threads per SM; A/B runs, not yet timed on a GPU; see adjoint_capped in src/kernels/interaction.hpp); 0 or
+    // unset: no cap.
+    if (const char* nb = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS")) {
+      const std::string v(nb);
+      if (v != "0" && v != "3") throw std::invalid_argument("BATMOBILE_ADJ_MIN_BLOCKS must be 0 or 3");
+      for (auto& prm : fused_->params) prm.adjoint_min_blocks = std::stoi(v);
     }
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends

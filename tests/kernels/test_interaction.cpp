@@ -176,11 +176,12 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
 
 // How the kernels are launched: team size (0 = automatic) and LayerParams::radial_mode / radial_chunk.
 struct Launch {
-  int team_size, radial_mode, radial_chunk;
-  Launch(int ts = 0, int mode = 0, int chunk = 0) : team_size(ts), radial_mode(mode), radial_chunk(chunk) {}
+  int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
+  Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = 0)
+      : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
-           std::to_string(radial_chunk);
+           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks);
   }
 };
 
@@ -201,6 +202,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk);
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
+  prm.adjoint_min_blocks = ln.min_blocks;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -605,6 +607,35 @@ TEST(Interaction, TensorCoreRadial) {
           ++seen[w];
         }
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
+}
+
+// LayerParams::adjoint_min_blocks = 3 (adjoints capped at 168 registers; compiled for device back-ends, float,
+// dk <= kSmallDk, radial mode >= 1, teams <= 128): the launch must report the cap exactly there, and the capped
+// kernels must match the reference, finite differences and the uncapped kernels (the cap changes registers, not
+// arithmetic: equal to rounding).
+TEST(Interaction, AdjointRegisterCap) {
+  if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
+  const int C = 8;
+  constexpr int L = 2;
+  std::mt19937 rng(95);
+  const Model M = make_model(L, rng, 3, 16);
+  auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  for (int mode : {0, 1, 2})
+    for (int ts : {32, 64})  // the teams TensorCoreRadial runs on the H200 with this C
+      for (int blocks : {0, 3}) {
+        prm.radial_mode = mode;
+        prm.adjoint_min_blocks = blocks;
+        const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+        EXPECT_EQ(ln.capped_adj, blocks == 3 && mode >= 1 && ts <= 128) << mode << " " << ts << " " << blocks;
+      }
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {32, 64})
+    for (int mode : {1, 2}) {
+      check_against<L>(M, S, E, {ts, mode, 0, 3});
+      compare_runs<float, L>(M, S, E, {ts, mode, 0, 0}, {ts, mode, 0, 3}, 1e-6);
+    }
 }
 
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max
