@@ -12,6 +12,8 @@
 // and warp: 0.3 % of the size of gw); a gather kernel turns those into both atoms' forces and virials.
 // Call allocate_workspace() once g and C are set, before backward().
 #pragma once
+#include <stdexcept>
+
 #include "graph.hpp"
 #include "sh.hpp"
 #include "tp.hpp"
@@ -61,6 +63,7 @@ struct ConvEdgeWeights {
     }
     for (int k = 0; k < KO; ++k) out(i, k, c) = scale * acc[k];
   }
+
   // One pass over the sender CSR: for sender j and each of its edges e = (i <- j), with Y = Y(r_ij),
   //   dE/dw_e   = alpha * CG(h_j, Y) . gout_i     (written to gw, each path exactly once)
   //   dE/dh_j  += w_e * CG^T(gout_i, Y)           (registers across the edges, one store per atom)
@@ -155,9 +158,8 @@ struct ConvEdgeWeights {
       throw std::logic_error("ConvEdgeWeights::backward: call allocate_workspace() after setting g and C");
     // at most 168 registers (3 blocks of 128 threads per SM): 0 spills with ptxas sm_90, and at 10,000 x 30 x 64
     // on the H200 the fastest of the caps tried (none: 255 registers, 11.8 ms fwd+bwd; 168: 9.3; 128: 10.7)
-    Kokkos::parallel_for("batmobile::conv_w_send_adj",
-                         Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>(0, g.n_total * adjoint_threads()),
-                         *this);
+    using Capped = Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>;
+    Kokkos::parallel_for("batmobile::conv_w_send_adj", Capped(0, g.n_total * adjoint_threads()), *this);
     Kokkos::parallel_for("batmobile::conv_w_gather", Kokkos::RangePolicy<exec, Gather>(0, g.n_total), *this);
   }
 };
