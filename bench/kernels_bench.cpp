@@ -226,6 +226,9 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     InteractionWork<float, Dev> work;
     // BATMOBILE_ADJ_MIN_BLOCKS=3: also the radial mode >= 1 ops with the adjoint kernels capped at 168 registers
     // (LayerParams::adjoint_min_blocks; op names end in _adjcap)
+    // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
+    const char* carve_env = std::getenv("BATMOBILE_SHMEM_CARVEOUT");
+    prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_cap = cap_env && std::string(cap_env) == "3";
     for (int mode : radial_modes)
@@ -243,7 +246,8 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"team_adj\": " + std::to_string(ln.team_adj) +
                                   ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
-                                  ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false");
+                                  ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
+                                  ", \"shared_carveout\": " + std::to_string(prm.shared_carveout);
         double ms = median_ms(
             [&] {
               interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);

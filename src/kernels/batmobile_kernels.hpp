@@ -9,9 +9,11 @@
 //   conv_weights.hpp  fused conv with per-edge weights (all 34 paths; e3nn benchmark op) + adjoint
 //   eaas.hpp          Wigner-D to the edge frame, aligned-frame gather tables, SO(2) tensor product + adjoint
 //   tensor_core.hpp   TF32 tensor-core MMA (sm_80+), 3xTF32 split, fragment packing (radial mode 2)
+//   cuda_cache.hpp    shared-memory carveout of a Kokkos kernel on CUDA (A/B option)
 #pragma once
 #include "common.hpp"
 #include "conv_weights.hpp"
+#include "cuda_cache.hpp"
 #include "eaas.hpp"
 #include "graph.hpp"
 #include "interaction.hpp"

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_cache.hpp"
 #include "graph.hpp"
 #include "sh.hpp"
 #include "tensor_core.hpp"
@@ -93,6 +94,9 @@ struct LayerParams {
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // A/B option: 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so
   int adjoint_min_blocks = 0;
+  // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
+  // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
+  int shared_carveout = 0;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -1064,6 +1068,13 @@ bool adjoint_capped(const Kern& kern, int team_size) {
   return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
 }
 
+// parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
+template <class Kern, class Pol>
+void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
+  Kokkos::parallel_for(name, pol, kern);
+  if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
+}
+
 template <class Kern, class Pol>
 void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
   using Tag = typename Pol::work_tag;
@@ -1072,11 +1083,11 @@ void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
       Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>> capped(pol.league_size(),
                                                                                       pol.team_size());
       capped = capped.set_scratch_size(0, Kokkos::PerTeam(pol.team_scratch_size(0)));
-      Kokkos::parallel_for(name, capped, kern);
+      launch_fused(name, kern, capped);
       return;
     }
   }
-  Kokkos::parallel_for(name, pol, kern);
+  launch_fused(name, kern, pol);
 }
 
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
@@ -1159,7 +1170,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   bind_layer(kern, g, prm, h, o, work);
   kern.m = m;
   with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
-    Kokkos::parallel_for("batmobile::interaction_fwd", pol, kern);
+    launch_fused("batmobile::interaction_fwd", kern, pol);
   });
 }
 

@@ -419,6 +419,15 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       if (v != "0" && v != "3") throw std::invalid_argument("BATMOBILE_ADJ_MIN_BLOCKS must be 0 or 3");
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = std::stoi(v);
     }
+    // BATMOBILE_SHMEM_CARVEOUT=1..100: preferred shared-memory carveout (percent) of the fused kernels on CUDA (A/B
+    // runs, not yet timed on a GPU; see src/kernels/cuda_cache.hpp); 0 or unset: Kokkos's "prefer shared".
+    if (const char* co = std::getenv("BATMOBILE_SHMEM_CARVEOUT")) {
+      const std::string v(co);
+      const bool digits = !v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoi(v) > 100)
+        throw std::invalid_argument("BATMOBILE_SHMEM_CARVEOUT must be an integer percentage 0..100");
+      for (auto& prm : fused_->params) prm.shared_carveout = std::stoi(v);
+    }
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
     // keep one thread per team (their thread count may be below C).

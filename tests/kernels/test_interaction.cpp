@@ -177,6 +177,7 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
 // How the kernels are launched: team size (0 = automatic) and LayerParams::radial_mode / radial_chunk.
 struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
+  int carveout = 0;                                      // LayerParams::shared_carveout
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = 0)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -203,6 +204,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
+  prm.shared_carveout = ln.carveout;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -636,6 +638,32 @@ TEST(Interaction, AdjointRegisterCap) {
       check_against<L>(M, S, E, {ts, mode, 0, 3});
       compare_runs<float, L>(M, S, E, {ts, mode, 0, 0}, {ts, mode, 0, 3}, 1e-6);
     }
+}
+
+// LayerParams::shared_carveout: after a launch the kernel carries the requested carveout (CUDA only), and the
+// results are bitwise those of the default cache split.
+TEST(Interaction, SharedCarveout) {
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
+  if (shared_carveout_of<Kern, FwdPolicy>() < 0) GTEST_SKIP() << "carveouts exist on CUDA only";
+  constexpr int L = 2;
+  const int C = 8;
+  std::mt19937 rng(96);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  auto plain = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, {32, 1, 0});
+  Launch carved(32, 1, 0);
+  carved.carveout = 50;
+  auto a = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);
+  auto b = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);  // launched with the carveout in place
+  EXPECT_EQ((shared_carveout_of<Kern, FwdPolicy>()), 50);
+  for (const auto* run : {&a, &b}) {
+    EXPECT_EQ(max_diff(plain.m, run->m).first, 0.0);
+    EXPECT_EQ(max_diff(plain.o, run->o).first, 0.0);
+    EXPECT_EQ(max_diff(plain.gh, run->gh).first, 0.0);
+    EXPECT_EQ(max_diff(plain.f, run->f).first, 0.0);
+  }
 }
 
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max

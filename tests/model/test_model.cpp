@@ -312,7 +312,8 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
 }
 
 // The fused kernels' A/B switches are read when the model is built: bad values are errors; the adjoint register
-// cap (BATMOBILE_ADJ_MIN_BLOCKS=3, device back-ends only) changes registers, not arithmetic.
+// cap (BATMOBILE_ADJ_MIN_BLOCKS=3, device back-ends only) changes registers, not arithmetic, and the shared-memory
+// carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) changes neither.
 TEST(ModelEnv, FusedKernelSwitches) {
   Reference r = read_reference("periodic");
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
@@ -330,6 +331,16 @@ TEST(ModelEnv, FusedKernelSwitches) {
   setenv("BATMOBILE_RADIAL_MODE", "9", 1);
   EXPECT_THROW(build(), std::invalid_argument);
   unsetenv("BATMOBILE_RADIAL_MODE");
+  for (const char* bad : {"101", "-5", "50%", ""}) {
+    setenv("BATMOBILE_SHMEM_CARVEOUT", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
+  setenv("BATMOBILE_SHMEM_CARVEOUT", "50", 1);  // a cache split changes no arithmetic: the same numbers
+  Model<float, Exec> carved(load(), EdgeBackend::Fused);
+  const Evaluation c = evaluate(carved, r.pos, r.species, r.cell, r.pbc);
+  unsetenv("BATMOBILE_SHMEM_CARVEOUT");
+  EXPECT_EQ(c.energy, b.energy);
+  EXPECT_EQ(rel_err(c.forces, b.forces), 0.0);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {

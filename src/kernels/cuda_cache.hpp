@@ -1,0 +1,68 @@
+// Shared-memory carveout of a Kokkos parallel_for kernel on CUDA (an A/B option of the fused kernels).
+//
+// Kokkos 3.4 launches every team-policy kernel with cudaFuncCachePreferShared: on the H200 that is 233 KB of shared
+// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute, 2026-11-30). The fused
+// interaction kernels need ~25 KB of scratch per block at 2-3 blocks per SM, and their radial weights (W2t, 90 KB
+// for the water model) do not fit such an L1.
+//
+// Public API (namespace batmobile::kernels):
+//   set_shared_carveout<Functor, Policy>(percent)  sets cudaFuncAttributePreferredSharedMemoryCarveout (percent of
+//       the unified L1 / shared capacity; a hint the driver rounds to a supported split) of the kernel that
+//       Kokkos::parallel_for(Policy, Functor) launches, once per value. Kokkos applies its own preference at the
+//       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
+//   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA)
+// Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
+// a non-CUDA execution space, they do nothing.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace batmobile {
+namespace kernels {
+
+#ifdef KOKKOS_ENABLE_CUDA
+namespace detail {
+template <class Functor, class Policy>
+const void* kokkos_cuda_kernel() {
+  using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
+  using Launch = Kokkos::Impl::CudaParallelLaunch<Driver, typename Policy::launch_bounds>;
+  return reinterpret_cast<const void*>(Launch::get_kernel_func());
+}
+}  // namespace detail
+#endif
+
+template <class Functor, class Policy>
+void set_shared_carveout(int percent) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
+    static int applied = -1;  // per kernel
+    if (percent == applied) return;
+    const cudaError_t err = cudaFuncSetAttribute(detail::kokkos_cuda_kernel<Functor, Policy>(),
+                                                 cudaFuncAttributePreferredSharedMemoryCarveout, percent);
+    if (err != cudaSuccess)
+      throw std::runtime_error(std::string("batmobile: setting the shared-memory carveout failed: ") +
+                               cudaGetErrorString(err));
+    applied = percent;
+    return;
+  }
+#endif
+  (void)percent;
+}
+
+template <class Functor, class Policy>
+int shared_carveout_of() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>()) != cudaSuccess) return -1;
+    return attr.preferredShmemCarveout;
+  }
+#endif
+  return -1;
+}
+
+}  // namespace kernels
+}  // namespace batmobile
