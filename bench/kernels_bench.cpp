@@ -28,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -163,20 +164,32 @@ void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, 
   const long long base = device_used_bytes();
   const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true>>(g, N, E, C);
   const double fl = conv_flops_per_edge(C) * E;
-  double ms = median_ms([&] { kern.forward(); }, warmup, reps);
+  const double ms = median_ms([&] { kern.forward(); }, warmup, reps);
   write_result(out, {"conv_fwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
                      fl / (ms * 1e-3) / fma_rate});
-  ms = median_ms(
-      [&] {
-        kern.forward();
-        Kokkos::deep_copy(kern.gh, 0.0f);
-        Kokkos::deep_copy(kern.f, 0.0);
-        Kokkos::deep_copy(kern.vatom, 0.0);
-        kern.backward();
-      },
-      warmup, reps);
-  write_result(out, {"conv_fwd_bwd", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1,
-                     3 * fl / (ms * 1e-3) / fma_rate});
+  // forward + backward of kernel variant kv, written as op
+  auto fwd_bwd = [&](const auto& kv, const std::string& op) {
+    const double t = median_ms(
+        [&] {
+          kv.forward();
+          Kokkos::deep_copy(kv.gh, 0.0f);
+          Kokkos::deep_copy(kv.f, 0.0);
+          Kokkos::deep_copy(kv.vatom, 0.0);
+          kv.backward();
+        },
+        warmup, reps);
+    write_result(out, {op, N, k, C, t, base >= 0 ? device_used_bytes() - base : -1, 3 * fl / (t * 1e-3) / fma_rate});
+  };
+  fwd_bwd(kern, "conv_fwd_bwd");
+  // EXPERIMENT: BATMOBILE_CONV_STAGED="2 3": also the staged adjoint (ConvEdgeWeights::staged), rows
+  // conv_fwd_bwd_staged2 / _staged3 (skipped where its scratch does not fit)
+  const char* env = std::getenv("BATMOBILE_CONV_STAGED");
+  std::istringstream list(env ? env : "");
+  for (int v; list >> v;) {
+    auto staged = kern;
+    staged.staged = v;
+    if (staged.staged_fits()) fwd_bwd(staged, "conv_fwd_bwd_staged" + std::to_string(v));
+  }
 }
 
 // radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.

@@ -31,8 +31,10 @@ struct ConvEdgeWeights {
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
   using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
+  using member = typename Kokkos::TeamPolicy<exec>::member_type;
   struct Forward {};
   struct SendAdj {};
+  struct SendAdjStaged {};
   struct Gather {};
 
   Graph<T, Device> g;
@@ -42,6 +44,8 @@ struct ConvEdgeWeights {
   V3 edge_grad;  // adjoint workspace, see allocate_workspace()
   T scale = 1;
   int C = 0;
+  // EXPERIMENT: 2 or 3 = SendAdjStaged (see there) with LaunchBounds<128, staged> where its scratch fits; 0 = SendAdj
+  int staged = 0;
 
   KOKKOS_INLINE_FUNCTION void edge_vec(int i, int j, T* r) const {
     for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
@@ -70,6 +74,35 @@ struct ConvEdgeWeights {
   //   dE/dr_ij  = sh_vjp(w_e * CG^T(h_j, gout_i)) (summed over channels into edge_grad)
   // The receiver-grouped pass this replaces computed the dE/dY part a second time (and read w a second time) only
   // to deliver the receiver's force; now that half comes from edge_grad in the small gather kernel below.
+  // One edge for channel c: we, go read w_e and gout_i (global memory, or the staged copies in team scratch).
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int e, int i, int j, int c, bool active, const Strided<T>& we,
+                                           const Strided<T>& go, const T* hj, T* ghj, T (&gr)[3]) const {
+    T r[3];
+    gr[0] = gr[1] = gr[2] = T(0);
+    edge_vec(i, j, r);
+    if (!active) return;
+    T Y[K], gY[K];
+    sh<L, T>(r, Y);
+    for (int k = 0; k < K; ++k) gY[k] = T(0);
+    // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights and 32
+    // upstream values live at once the adjoint ran out of registers and spilled.
+    tp_adjoint<L, ALL, true, false, T>(hj, Y, we, nullptr, go, nullptr, scale, T(0), ghj, gY,
+                                       StridedWrite<T>{&gw(e, 0, c), C}, nullptr);
+    sh_vjp<L, T>(r, gY, gr);
+  }
+
+  // The channel sum of an edge's dE/dr into its edge_grad slot (host back-ends: the later channels add to it).
+  KOKKOS_INLINE_FUNCTION void store_edge_grad(int e, int rank, int c0, T (&gr)[3]) const {
+    const int slot = channel_sum<exec>(rank, gr);
+    if (slot >= 0)
+      for (int a = 0; a < 3; ++a) {
+        if (c0 == 0)
+          edge_grad(e, slot, a) = gr[a];
+        else
+          edge_grad(e, slot, a) += gr[a];
+      }
+  }
+
   KOKKOS_INLINE_FUNCTION void send_adjoint(int j, int rank, int ts) const {
     const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
     // host back-ends: one thread loops over the channels (and adds into its edges' slot 0 after the first)
@@ -83,27 +116,83 @@ struct ConvEdgeWeights {
       }
       for (int s = s0; s < s1; ++s) {
         const int e = g.send_edges(s), i = g.edge_receiver(e);
-        T r[3], gr[3] = {T(0), T(0), T(0)};
-        edge_vec(i, j, r);
-        if (active) {
-          T Y[K], gY[K];
-          sh<L, T>(r, Y);
-          for (int k = 0; k < K; ++k) gY[k] = T(0);
-          // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights
-          // and 32 upstream values live at once the adjoint ran out of registers and spilled.
-          tp_adjoint<L, ALL, true, false, T>(hj, Y, Strided<T>{&w(e, 0, c), C}, nullptr,
-                                             Strided<T>{&gout(i, 0, c), C}, nullptr, scale, T(0), ghj, gY,
-                                             StridedWrite<T>{&gw(e, 0, c), C}, nullptr);
-          sh_vjp<L, T>(r, gY, gr);
-        }
-        const int slot = channel_sum<exec>(rank, gr);
-        if (slot >= 0)
-          for (int a = 0; a < 3; ++a) {
-            if (c0 == 0)
-              edge_grad(e, slot, a) = gr[a];
-            else
-              edge_grad(e, slot, a) += gr[a];
-          }
+        T gr[3];
+        adjoint_edge(e, i, j, c, active, Strided<T>{&w(e, 0, active ? c : 0), C},
+                     Strided<T>{&gout(i, 0, active ? c : 0), C}, hj, ghj, gr);
+        store_edge_grad(e, rank, c0, gr);
+      }
+      if (active)
+        for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
+    }
+  }
+
+  // EXPERIMENT (session 6, opt-in `staged`, not yet run on a GPU): the same pass with w_e and gout_i staged
+  // through team scratch, double-buffered: while edge s computes, the team copies edge s + 1's rows (P x C and
+  // KO x C contiguous values) with cp.async on sm_80+ (plain copies elsewhere). Ncu put two thirds of the unstaged
+  // kernel's time on waits for exactly these global loads. Two team barriers per edge.
+  KOKKOS_INLINE_FUNCTION static constexpr int staged_row_values(int C_) { return (P + KO) * C_; }
+  KOKKOS_INLINE_FUNCTION static size_t staged_scratch_bytes(int C_) {
+    return 2 * sizeof(T) * size_t(staged_row_values(C_)) + 16;
+  }
+
+  KOKKOS_INLINE_FUNCTION static void stage_copy(const member& team, T* dst, const T* src, int n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int per = 16 / int(sizeof(T));
+    if ((reinterpret_cast<size_t>(src) | reinterpret_cast<size_t>(dst)) % 16 == 0 && n % per == 0) {
+      for (int q = team.team_rank(); q < n / per; q += team.team_size()) {
+        const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst + q * per));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src + q * per));
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+      return;
+    }
+#endif
+    for (int q = team.team_rank(); q < n; q += team.team_size()) dst[q] = src[q];
+  }
+  // Waits for this thread's copies but the `pending` most recent groups; the team barrier that follows makes every
+  // thread's copies visible.
+  KOKKOS_INLINE_FUNCTION static void stage_wait(bool one_pending) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (one_pending)
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    else
+      asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+    (void)one_pending;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdjStaged, const member& team) const {
+    const int j = team.league_rank(), rank = team.team_rank(), ts = team.team_size();
+    const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1), nv = staged_row_values(C);
+    char* raw = static_cast<char*>(team.team_scratch(0).get_shmem_aligned(staged_scratch_bytes(C), 16));
+    T* buf = reinterpret_cast<T*>(raw);
+    auto stage = [&](int s, int slot) {
+      const int e = g.send_edges(s), i = g.edge_receiver(e);
+      stage_copy(team, buf + slot * nv, &w(e, 0, 0), P * C);
+      stage_copy(team, buf + slot * nv + P * C, &gout(i, 0, 0), KO * C);
+    };
+    for (int c0 = 0; c0 < C; c0 += ts) {
+      const int c = c0 + rank;
+      const bool active = c < C;
+      const int cc = active ? c : 0;
+      T hj[K], ghj[K];
+      for (int k = 0; k < K; ++k) {
+        hj[k] = active ? h(j, k, c) : T(0);
+        ghj[k] = T(0);
+      }
+      if (s0 < s1) stage(s0, 0);
+      for (int s = s0; s < s1; ++s) {
+        const int slot = (s - s0) & 1;
+        const bool next = s + 1 < s1;
+        if (next) stage(s + 1, slot ^ 1);
+        stage_wait(next);
+        team.team_barrier();
+        const int e = g.send_edges(s), i = g.edge_receiver(e);
+        const T* row = buf + slot * nv;
+        T gr[3];
+        adjoint_edge(e, i, j, c, active, Strided<T>{row + cc, C}, Strided<T>{row + P * C + cc, C}, hj, ghj, gr);
+        store_edge_grad(e, rank, c0, gr);
+        team.team_barrier();  // the slot is overwritten by the stage of edge s + 2
       }
       if (active)
         for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
@@ -149,6 +238,13 @@ struct ConvEdgeWeights {
     edge_grad = V3("conv_edge_grad", g.n_edges, channel_sum_slots<exec>(adjoint_threads()), 3);
   }
 
+  // The staged adjoint runs if asked for and its double buffer fits the team scratch.
+  bool staged_fits() const {
+    using Pol = Kokkos::TeamPolicy<exec, SendAdjStaged>;
+    if (staged != 0 && staged != 2 && staged != 3) throw std::invalid_argument("ConvEdgeWeights::staged: 0, 2 or 3");
+    return staged != 0 && staged_scratch_bytes(C) <= size_t(Pol::scratch_size_max(0));
+  }
+
   void forward() const {
     Kokkos::parallel_for("batmobile::conv_w_fwd", Kokkos::RangePolicy<exec, Forward>(0, g.n_recv * C), *this);
   }
@@ -158,8 +254,19 @@ struct ConvEdgeWeights {
       throw std::logic_error("ConvEdgeWeights::backward: call allocate_workspace() after setting g and C");
     // at most 168 registers (3 blocks of 128 threads per SM): 0 spills with ptxas sm_90, and at 10,000 x 30 x 64
     // on the H200 the fastest of the caps tried (none: 255 registers, 11.8 ms fwd+bwd; 168: 9.3; 128: 10.7)
-    using Capped = Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>;
-    Kokkos::parallel_for("batmobile::conv_w_send_adj", Capped(0, g.n_total * adjoint_threads()), *this);
+    const auto scratch = Kokkos::PerTeam(staged_scratch_bytes(C));
+    if (staged_fits() && staged == 2) {  // ptxas sm_90 (float, L = 3, all paths): 255 registers, 0 spills
+      using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 2>>;
+      Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
+                           Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);
+    } else if (staged_fits()) {  // 168 registers, 360 B of spills
+      using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 3>>;
+      Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
+                           Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);
+    } else {
+      using Capped = Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>;
+      Kokkos::parallel_for("batmobile::conv_w_send_adj", Capped(0, g.n_total * adjoint_threads()), *this);
+    }
     Kokkos::parallel_for("batmobile::conv_w_gather", Kokkos::RangePolicy<exec, Gather>(0, g.n_total), *this);
   }
 };
