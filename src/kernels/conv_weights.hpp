@@ -77,11 +77,10 @@ struct ConvEdgeWeights {
   // One edge for channel c: we, go read w_e and gout_i (global memory, or the staged copies in team scratch).
   KOKKOS_INLINE_FUNCTION void adjoint_edge(int e, int i, int j, int c, bool active, const Strided<T>& we,
                                            const Strided<T>& go, const T* hj, T* ghj, T (&gr)[3]) const {
-    T r[3];
     gr[0] = gr[1] = gr[2] = T(0);
-    edge_vec(i, j, r);
     if (!active) return;
-    T Y[K], gY[K];
+    T r[3], Y[K], gY[K];
+    edge_vec(i, j, r);
     sh<L, T>(r, Y);
     for (int k = 0; k < K; ++k) gY[k] = T(0);
     // w and gout are read path by path where used (Strided), gw written path by path: with all 34 weights and 32
@@ -103,7 +102,20 @@ struct ConvEdgeWeights {
       }
   }
 
-  KOKKOS_INLINE_FUNCTION void send_adjoint(int j, int rank, int ts) const {
+  // Where the pass reads edge e's rows w_e and gout_i: begin() before an atom's edges (again for each channel
+  // round of a host thread), rows(s, e, i, c) the two rows' channel-c columns for edge s, done() after that edge.
+  // Global memory here; StagedRows below.
+  struct GlobalRows {
+    const ConvEdgeWeights* k;
+    KOKKOS_INLINE_FUNCTION void begin() const {}
+    KOKKOS_INLINE_FUNCTION Kokkos::pair<Strided<T>, Strided<T>> rows(int, int e, int i, int c) const {
+      return {Strided<T>{&k->w(e, 0, c), k->C}, Strided<T>{&k->gout(i, 0, c), k->C}};
+    }
+    KOKKOS_INLINE_FUNCTION void done() const {}
+  };
+
+  template <class Rows>
+  KOKKOS_INLINE_FUNCTION void send_adjoint(int j, int rank, int ts, const Rows& src) const {
     const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1);
     // host back-ends: one thread loops over the channels (and adds into its edges' slot 0 after the first)
     for (int c0 = 0; c0 < C; c0 += ts) {
@@ -114,12 +126,14 @@ struct ConvEdgeWeights {
         hj[k] = active ? h(j, k, c) : T(0);
         ghj[k] = T(0);
       }
+      src.begin();
       for (int s = s0; s < s1; ++s) {
         const int e = g.send_edges(s), i = g.edge_receiver(e);
+        const auto wg = src.rows(s, e, i, active ? c : 0);
         T gr[3];
-        adjoint_edge(e, i, j, c, active, Strided<T>{&w(e, 0, active ? c : 0), C},
-                     Strided<T>{&gout(i, 0, active ? c : 0), C}, hj, ghj, gr);
+        adjoint_edge(e, i, j, c, active, wg.first, wg.second, hj, ghj, gr);
         store_edge_grad(e, rank, c0, gr);
+        src.done();
       }
       if (active)
         for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
@@ -161,42 +175,39 @@ struct ConvEdgeWeights {
     (void)one_pending;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(SendAdjStaged, const member& team) const {
-    const int j = team.league_rank(), rank = team.team_rank(), ts = team.team_size();
-    const int s0 = g.send_offsets(j), s1 = g.send_offsets(j + 1), nv = staged_row_values(C);
-    char* raw = static_cast<char*>(team.team_scratch(0).get_shmem_aligned(staged_scratch_bytes(C), 16));
-    T* buf = reinterpret_cast<T*>(raw);
-    auto stage = [&](int s, int slot) {
-      const int e = g.send_edges(s), i = g.edge_receiver(e);
-      stage_copy(team, buf + slot * nv, &w(e, 0, 0), P * C);
-      stage_copy(team, buf + slot * nv + P * C, &gout(i, 0, 0), KO * C);
-    };
-    for (int c0 = 0; c0 < C; c0 += ts) {
-      const int c = c0 + rank;
-      const bool active = c < C;
-      const int cc = active ? c : 0;
-      T hj[K], ghj[K];
-      for (int k = 0; k < K; ++k) {
-        hj[k] = active ? h(j, k, c) : T(0);
-        ghj[k] = T(0);
-      }
-      if (s0 < s1) stage(s0, 0);
-      for (int s = s0; s < s1; ++s) {
-        const int slot = (s - s0) & 1;
-        const bool next = s + 1 < s1;
-        if (next) stage(s + 1, slot ^ 1);
-        stage_wait(next);
-        team.team_barrier();
-        const int e = g.send_edges(s), i = g.edge_receiver(e);
-        const T* row = buf + slot * nv;
-        T gr[3];
-        adjoint_edge(e, i, j, c, active, Strided<T>{row + cc, C}, Strided<T>{row + P * C + cc, C}, hj, ghj, gr);
-        store_edge_grad(e, rank, c0, gr);
-        team.team_barrier();  // the slot is overwritten by the stage of edge s + 2
-      }
-      if (active)
-        for (int k = 0; k < K; ++k) gh(j, k, c) += ghj[k];
+  // Double buffer: the stage of edge s + 1 is issued before edge s is waited for; slot (s - s0) % 2 holds edge s.
+  struct StagedRows {
+    const ConvEdgeWeights* k;
+    const member* team;
+    T* buf;
+    int nv;      // staged_row_values(C)
+    int s0, s1;  // the atom's sender-CSR range
+    KOKKOS_INLINE_FUNCTION void stage(int s, int slot) const {
+      const int e = k->g.send_edges(s), i = k->g.edge_receiver(e);
+      stage_copy(*team, buf + slot * nv, &k->w(e, 0, 0), P * k->C);
+      stage_copy(*team, buf + slot * nv + P * k->C, &k->gout(i, 0, 0), KO * k->C);
     }
+    KOKKOS_INLINE_FUNCTION void begin() const {
+      if (s0 < s1) stage(s0, 0);
+    }
+    KOKKOS_INLINE_FUNCTION Kokkos::pair<Strided<T>, Strided<T>> rows(int s, int, int, int c) const {
+      const int slot = (s - s0) & 1;
+      const bool next = s + 1 < s1;
+      if (next) stage(s + 1, slot ^ 1);
+      stage_wait(next);
+      team->team_barrier();
+      const T* row = buf + slot * nv;
+      return {Strided<T>{row + c, k->C}, Strided<T>{row + P * k->C + c, k->C}};
+    }
+    KOKKOS_INLINE_FUNCTION void done() const { team->team_barrier(); }  // slot reused by the stage of edge s + 2
+  };
+
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdjStaged, const member& team) const {
+    char* raw = static_cast<char*>(team.team_scratch(0).get_shmem_aligned(staged_scratch_bytes(C), 16));
+    const int j = team.league_rank();
+    const StagedRows src{this, &team, reinterpret_cast<T*>(raw), staged_row_values(C), g.send_offsets(j),
+                         g.send_offsets(j + 1)};
+    send_adjoint(j, team.team_rank(), team.team_size(), src);
   }
 
   // Flat range policies (thread t = atom * threads per atom + rank), not team policies: these kernels need no
@@ -205,7 +216,7 @@ struct ConvEdgeWeights {
   KOKKOS_INLINE_FUNCTION void operator()(Forward, const int t) const { forward_channel(t / C, t % C); }
   KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const int t) const {
     const int ts = adjoint_threads();
-    send_adjoint(t / ts, t % ts, ts);
+    send_adjoint(t / ts, t % ts, ts, GlobalRows{this});
   }
 
   // Forces and per-atom virial from the channel-summed edge gradients: atom n gets +g_e from the edges it receives
@@ -259,7 +270,7 @@ struct ConvEdgeWeights {
       using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 2>>;
       Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
                            Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);
-    } else if (staged_fits()) {  // 168 registers, 360 B of spills
+    } else if (staged_fits()) {  // 168 registers, 340 B of spills
       using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 3>>;
       Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
                            Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);

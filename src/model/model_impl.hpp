@@ -4,6 +4,7 @@
 #include <utility>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,18 @@ constexpr int kNodeTeam = 128;  // GPU threads per atom in the node kernels
 constexpr int kManyAtoms = 2048;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
+
+// An integer switch from the environment: nothing if `name` is unset; its value if it is a whole decimal number that
+// `ok` accepts; otherwise std::invalid_argument "NAME must be EXPECTED".
+template <class Ok>
+std::optional<int> env_switch(const char* name, Ok ok, const char* expected) {
+  const char* raw = std::getenv(name);
+  if (!raw) return std::nullopt;
+  const std::string v(raw);
+  const bool digits = !v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || !ok(std::stoi(v))) throw std::invalid_argument(std::string(name) + " must be " + expected);
+  return std::stoi(v);
+}
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
@@ -403,31 +416,21 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
       if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
     }
-    // BATMOBILE_RADIAL_MODE=0|1|2 picks the radial path of the fused kernels (A/B runs; default 2, the team
-    // GEMM on tensor cores where they apply, else on CUDA cores or the host = 1; see LayerParams in
-    // src/kernels/interaction.hpp).
-    if (const char* mode = std::getenv("BATMOBILE_RADIAL_MODE")) {
-      const int m = std::atoi(mode);
-      if (m < 0 || m > 2) throw std::invalid_argument("BATMOBILE_RADIAL_MODE must be 0, 1 or 2");
-      for (auto& prm : fused_->params) prm.radial_mode = m;
-    }
-    // BATMOBILE_ADJ_MIN_BLOCKS=3 launches the fused adjoint kernels with at most 168 registers (3 blocks of 128
-    // threads per SM; A/B runs, not yet timed on a GPU; see adjoint_capped in src/kernels/interaction.hpp); 0 or
-    // unset: no cap.
-    if (const char* nb = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS")) {
-      const std::string v(nb);
-      if (v != "0" && v != "3") throw std::invalid_argument("BATMOBILE_ADJ_MIN_BLOCKS must be 0 or 3");
-      for (auto& prm : fused_->params) prm.adjoint_min_blocks = std::stoi(v);
-    }
-    // BATMOBILE_SHMEM_CARVEOUT=1..100: preferred shared-memory carveout (percent) of the fused kernels on CUDA (A/B
-    // runs, not yet timed on a GPU; see src/kernels/cuda_cache.hpp); 0 or unset: Kokkos's "prefer shared".
-    if (const char* co = std::getenv("BATMOBILE_SHMEM_CARVEOUT")) {
-      const std::string v(co);
-      const bool digits = !v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits || std::stoi(v) > 100)
-        throw std::invalid_argument("BATMOBILE_SHMEM_CARVEOUT must be an integer percentage 0..100");
-      for (auto& prm : fused_->params) prm.shared_carveout = std::stoi(v);
-    }
+    // A/B switches of the fused kernels (see LayerParams in src/kernels/interaction.hpp):
+    //   BATMOBILE_RADIAL_MODE=0|1|2 the radial path (default 2, the team GEMM on tensor cores where they apply,
+    //     else on CUDA cores or the host = 1);
+    //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3: the adjoint kernels with at most 168 registers (3 blocks of 128 threads per
+    //     SM; not yet timed on a GPU; adjoint_capped);
+    //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
+    //     shared" (not yet timed on a GPU; src/kernels/cuda_cache.hpp).
+    using model_detail::env_switch;
+    if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
+      for (auto& prm : fused_->params) prm.radial_mode = *m;
+    if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
+      for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
+    if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
+                                   "an integer percentage 0..100"))
+      for (auto& prm : fused_->params) prm.shared_carveout = *co;
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
     // keep one thread per team (their thread count may be below C).

@@ -218,8 +218,8 @@ TEST(ConvEdgeWeights, StagedAdjointAgrees) {
     expect_staged_agrees<double>(C, 1e-12);
     expect_staged_agrees<float>(C, 1e-6);
   }
-  Runner<double, true> r(make_case(true, 51), make_case(true, 51).x, make_case(true, 51).h, make_case(true, 51).w,
-                         nullptr);
+  const Case S = make_case(true, 51);
+  Runner<double, true> r(S, S.x, S.h, S.w, nullptr);
   r.k.staged = 1;
   EXPECT_THROW(r.k.backward(), std::invalid_argument);
 }

@@ -328,8 +328,10 @@ TEST(ModelEnv, FusedKernelSwitches) {
   EXPECT_NEAR(a.energy, b.energy, 1e-6 * std::fabs(b.energy));
   EXPECT_LE(rel_err(a.forces, b.forces), 1e-5);
   EXPECT_LE(rel_err(a.vatom, b.vatom), 1e-5);
-  setenv("BATMOBILE_RADIAL_MODE", "9", 1);
-  EXPECT_THROW(build(), std::invalid_argument);
+  for (const char* bad : {"9", "abc", "1x"}) {  // atoi read the last two as 0 and 1 before
+    setenv("BATMOBILE_RADIAL_MODE", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
   unsetenv("BATMOBILE_RADIAL_MODE");
   for (const char* bad : {"101", "-5", "50%", ""}) {
     setenv("BATMOBILE_SHMEM_CARVEOUT", bad, 1);
