@@ -180,15 +180,16 @@ void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, 
         warmup, reps);
     write_result(out, {op, N, k, C, t, base >= 0 ? device_used_bytes() - base : -1, 3 * fl / (t * 1e-3) / fma_rate});
   };
-  fwd_bwd(kern, "conv_fwd_bwd");
-  // EXPERIMENT: BATMOBILE_CONV_STAGED="2 3": also the staged adjoint (ConvEdgeWeights::staged), rows
-  // conv_fwd_bwd_staged2 / _staged3 (skipped where its scratch does not fit)
+  fwd_bwd(kern, "conv_fwd_bwd");  // the default adjoint (ConvEdgeWeights::default_staged)
+  // A/B: BATMOBILE_CONV_STAGED="0 2 3": also these ConvEdgeWeights::staged values (rows conv_fwd_bwd_unstaged,
+  // conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not fit)
   const char* env = std::getenv("BATMOBILE_CONV_STAGED");
   std::istringstream list(env ? env : "");
   for (int v; list >> v;) {
-    auto staged = kern;
-    staged.staged = v;
-    if (staged.staged_fits()) fwd_bwd(staged, "conv_fwd_bwd_staged" + std::to_string(v));
+    auto variant = kern;
+    variant.staged = v;
+    if (v == 0 || variant.staged_fits())
+      fwd_bwd(variant, v == 0 ? std::string("conv_fwd_bwd_unstaged") : "conv_fwd_bwd_staged" + std::to_string(v));
   }
 }
 
@@ -237,22 +238,23 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(gm, 7, 1.0);
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
-    // BATMOBILE_ADJ_MIN_BLOCKS=3: also the radial mode >= 1 ops with the adjoint kernels capped at 168 registers
-    // (LayerParams::adjoint_min_blocks; op names end in _adjcap)
+    // BATMOBILE_ADJ_MIN_BLOCKS=0: also the radial mode >= 1 ops with the adjoint kernels not capped at 168
+    // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
     // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
     const char* carve_env = std::getenv("BATMOBILE_SHMEM_CARVEOUT");
     prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
-    const bool with_cap = cap_env && std::string(cap_env) == "3";
+    const bool with_uncapped = cap_env && std::string(cap_env) == "0";
+    const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
     for (int mode : radial_modes)
-      for (int cap : {0, 3}) {
-        if (cap == 3 && (!with_cap || mode == 0)) continue;
+      for (int cap : {default_cap, 0}) {
+        if (cap == 0 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
         prm.radial_mode = mode;
         prm.radial_chunk = radial_chunk;
         prm.adjoint_min_blocks = cap;
         const auto ln = interaction_launch<float, Dev, L, true>(prm);
         const std::string suffix = std::string(mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "") +
-                                   (cap ? "_adjcap" : ""),
+                                   (cap != default_cap ? "_uncapped" : ""),
                           extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
                                   std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
                                   ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
@@ -273,7 +275,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         write_result(out,
                      {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);
-        if (cap) continue;  // the forward does not change
+        if (cap != default_cap) continue;  // the forward does not change
         ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
         write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);

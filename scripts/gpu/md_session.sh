@@ -79,7 +79,10 @@ say "test suite on GPU $LAST (background)"
     --output-junit "$OUT/ctest.xml" > "$OUT/ctest.log" 2>&1 ) &
 CTP=$!
 say "kernel benchmark"
-BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" > "$OUT/kbench.log" 2>&1
+# BATMOBILE_SESSION_KBENCH_ENV="VAR=VAL ...": for the kernel benchmark only (e.g. its A/B rows
+# "BATMOBILE_CONV_STAGED=0 BATMOBILE_ADJ_MIN_BLOCKS=0"; the tests beside it keep the defaults)
+env ${BATMOBILE_SESSION_KBENCH_ENV:-} BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" \
+  > "$OUT/kbench.log" 2>&1
 if [ "${BATMOBILE_SESSION_NVE:-1}" = 1 ]; then
   say "NVE drift run"
   BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \
@@ -94,6 +97,16 @@ for c in 648:1:1:1:200 10368:2:2:4:40; do
     timeout 120 "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log "$OUT/profile_$n.log" -screen none -var data "$DATA" \
     -var pot potentials/water_dft.pt -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 -var prec single
 done
+# BATMOBILE_SESSION_FIT="rx:ry:rz ...": the largest-box search (run_md_bench.sh BATMOBILE_MD_FIT) on GPU 0 with
+# what is left of MAXWAIT, beside the tests; OUTDIR/fit/md_h200.json
+if [ -n "${BATMOBILE_SESSION_FIT:-}" ]; then
+  LEFT=$(( MAXWAIT - 10 - ($(date +%s) - T0) ))
+  say "largest-box search ${BATMOBILE_SESSION_FIT} (at most ${LEFT}s)"
+  BATMOBILE_MD_CASES=" " BATMOBILE_MD_FIT="$BATMOBILE_SESSION_FIT" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
+    BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-200} timeout "$LEFT" \
+    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/fit" > "$OUT/fit.log" 2>&1
+  tail -n 8 "$OUT/fit.log"
+fi
 say "waiting for the tests"
 wait $CTP
 grep -hE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped" "$OUT/ctest.log" | head -n 20

@@ -419,8 +419,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     // A/B switches of the fused kernels (see LayerParams in src/kernels/interaction.hpp):
     //   BATMOBILE_RADIAL_MODE=0|1|2 the radial path (default 2, the team GEMM on tensor cores where they apply,
     //     else on CUDA cores or the host = 1);
-    //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3: the adjoint kernels with at most 168 registers (3 blocks of 128 threads per
-    //     SM; not yet timed on a GPU; adjoint_capped);
+    //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3 (default): the adjoint kernels with at most 168 registers (3 blocks of 128
+    //     threads per SM; adjoint_capped), 0: uncapped;
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
     //     shared" (not yet timed on a GPU; src/kernels/cuda_cache.hpp).
     using model_detail::env_switch;

@@ -178,7 +178,7 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
 struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
-  Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = 0)
+  Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
