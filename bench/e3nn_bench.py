@@ -325,10 +325,10 @@ def merge(args):
     cases = []
     for r in cpp:
         key = (r["op"], r["atoms"], r["neighbors"], r["channels"])
-        # an alternative kernel variant of an op ("attention_fwd_bwd_radial_gemm", "..._radial_mma_uncapped", "..._rows",
+        # an alternative kernel variant of an op ("attention_fwd_bwd_radial_gemm", "..._radial_mma_uncapped",
         # "conv_fwd_bwd_unstaged", "_staged2" / "_staged3") is compared with e3nn's op
         base_op = r["op"]
-        for variant in ("_uncapped", "_rows", "_radial_gemm", "_radial_mma", "_unstaged", "_staged2", "_staged3"):
+        for variant in ("_uncapped", "_radial_gemm", "_radial_mma", "_unstaged", "_staged2", "_staged3"):
             if base_op.endswith(variant):
                 base_op = base_op[:-len(variant)]
         e = ref.get(key) or ref.get((base_op,) + key[1:], {})

@@ -245,22 +245,16 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_uncapped = cap_env && std::string(cap_env) == "0";
-    // BATMOBILE_STAGE_ROWS=1: also the radial mode >= 1 ops with LayerParams::stage_rows = 1 (op names end in _rows)
-    const char* stage_env = std::getenv("BATMOBILE_STAGE_ROWS");
-    const bool with_staged = stage_env && std::string(stage_env) == "1";
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
     for (int mode : radial_modes)
-      for (int variant : {0, 1, 2}) {  // the defaults; uncapped adjoints; staged rows
-        const int cap = variant == 1 ? 0 : default_cap, stage = variant == 2 ? 1 : 0;
-        if (variant == 1 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
-        if (variant == 2 && (!with_staged || mode == 0)) continue;
+      for (int cap : {default_cap, 0}) {
+        if (cap == 0 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
         prm.radial_mode = mode;
         prm.radial_chunk = radial_chunk;
         prm.adjoint_min_blocks = cap;
-        prm.stage_rows = stage;
         const auto ln = interaction_launch<float, Dev, L, true>(prm);
         const std::string suffix = std::string(mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "") +
-                                   (variant == 1 ? "_uncapped" : variant == 2 ? "_rows" : ""),
+                                   (cap != default_cap ? "_uncapped" : ""),
                           extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
                                   std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
                                   ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
@@ -268,8 +262,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
                                   ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
-                                  ", \"rows_fwd\": " + std::to_string(ln.rows_fwd) +
-                                  ", \"rows_adj\": " + std::to_string(ln.rows_adj) +
                                   ", \"shared_carveout\": " + std::to_string(prm.shared_carveout);
         double ms = median_ms(
             [&] {
@@ -283,7 +275,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         write_result(out,
                      {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);
-        if (variant == 1) continue;  // the forward does not change
+        if (cap != default_cap) continue;  // the forward does not change
         ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
         write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);

@@ -99,11 +99,6 @@ struct LayerParams {
   // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
   // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
   int shared_carveout = 0;
-  // A/B option: 1 = in radial mode >= 1 with teams of C * S threads, each chunk's gathered rows (the senders' h_j in
-  // the forward and receiver adjoint; the receivers' dE/dm, dE/do and o in the sender adjoint) are copied into team
-  // scratch by the whole team before the chunk's edges are processed (InteractionKernel::stage_rows), instead of
-  // each channel thread loading its column per edge; dropped where the scratch would not fit
-  int stage_rows = 0;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -256,7 +251,6 @@ struct InteractionKernel {
   struct Chunk {
     static constexpr bool gemm = G;  // radial mode 1
     ST2 geo, B, dB, s, sd, w, dw;
-    ST2 hr;  // staged rows (cap, rows K C) if rows > 0: block b, component kk, channel c at (b K + kk) C + c
     SI1 other;
     char* base;    // start of the team scratch (end-of-atom arrays: part_of, buf_of)
     int cap = CH;  // edges per chunk
@@ -266,15 +260,14 @@ struct InteractionKernel {
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
   // only after the last chunk, behind a barrier.
   struct Layout {
-    size_t geo, B, dB, s, sd, other, w, dw, hr, part, buf, total;
+    size_t geo, B, dB, s, sd, other, w, dw, part, buf, total;
   };
   KOKKOS_INLINE_FUNCTION static size_t take(size_t& off, size_t bytes) {
     const size_t o = off;
     off += (bytes + 31) / 32 * 32;
     return o;
   }
-  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap = true,
-                                              int rows = 0) {
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap = true) {
     const size_t cap = gch > 0 ? gch : CH, t = sizeof(T);
     Layout lo{};
     size_t off = 0;
@@ -287,7 +280,6 @@ struct InteractionKernel {
     if (gch > 0) {
       lo.w = take(off, t * cap * NW * C);
       if (adjoint) lo.dw = take(off, t * cap * NW * C);
-      if (rows > 0) lo.hr = take(off, t * cap * rows * K * C);
     }
     const size_t chunk_end = off;
     if (gch > 0 && overlap) off = 0;
@@ -310,11 +302,6 @@ struct InteractionKernel {
 
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
-  int rows = 0;  // row blocks staged per chunk edge (LayerParams::stage_rows; set by atom_team_policy), 0: none
-
-  // Row blocks of K C values that stage_rows copies per chunk edge: the sender's h_j (forward, receiver adjoint), or
-  // the receiver's dE/dm (and with attention dE/do and o) in the sender adjoint; the adjoint kernels share a size.
-  KOKKOS_INLINE_FUNCTION static constexpr int staged_row_blocks(bool adjoint) { return adjoint && ATTN ? 3 : 1; }
 
   // Whether the end-of-atom arrays may overlap a mode-1 chunk for teams of ts threads: not for one thread per team
   // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
@@ -337,9 +324,8 @@ struct InteractionKernel {
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
   // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk gch (0: mode 0).
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0, bool overlap = true,
-                              int rows = 0) {
-    return layout(C, H, dk, adjoint, S, gch, overlap, rows).total + 64;  // + alignment of the base
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0, bool overlap = true) {
+    return layout(C, H, dk, adjoint, S, gch, overlap).total + 64;  // + alignment of the base
   }
   // Mode 1 chunk for edge split S: `want` (2, 4, 8) or, if 0, the largest of 8, 4, 2 that is >= min_cap and
   // whose scratch fits `limit`; 0 (mode 0) if none does.
@@ -384,7 +370,7 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION Chunk<G> make_chunk(const member& team, bool adjoint, int S) const {
     const int C = prm.C, H = prm.H;
     const bool overlap = chunk_overlap(team.team_size());
-    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, overlap, rows);
+    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, overlap);
     // mode 1 writes its end-of-atom arrays over the chunk; should Kokkos run several atoms per team in turn, the
     // previous atom must no longer read them
     if (G) team.team_barrier();
@@ -401,7 +387,6 @@ struct InteractionKernel {
     if (G) {
       ch.w = ST2(at(lo.w), ch.cap, NW * C);
       if (adjoint) ch.dw = ST2(at(lo.dw), ch.cap, NW * C);
-      if (rows > 0) ch.hr = ST2(at(lo.hr), ch.cap, rows * K * C);
     }
     ch.base = base;
     ch.overlap = overlap;
@@ -410,12 +395,12 @@ struct InteractionKernel {
   // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
   template <bool G>
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<G>& ch, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, ch.overlap, rows);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, ch.overlap);
     return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
   }
   template <bool G>
   KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<G>& ch, bool adjoint, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, ch.overlap, rows);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, ch.overlap);
     return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
   }
 
@@ -457,9 +442,6 @@ struct InteractionKernel {
       }
     });
     team.team_barrier();
-    if constexpr (Ch::gemm) {
-      if (rows > 0) stage_rows<SENDER>(team, ch, n);  // read after the barriers below
-    }
     // mode 1 stores s(hh, t), edges innermost: consecutive threads write consecutive addresses
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * prm.H), [&](const int th) {
       const int t = Ch::gemm ? th % nf : th / prm.H, hh = Ch::gemm ? th / nf : th % prm.H;
@@ -622,29 +604,6 @@ struct InteractionKernel {
     for (int kk = 0; kk < K; ++kk) hj[kk] = h(j, kk, c);
   }
 
-  // LayerParams::stage_rows: the team copies the gathered rows of the chunk's edges (K C contiguous values per
-  // block and edge; consecutive threads, consecutive addresses) into ch.hr, so that the edge loop reads them from
-  // shared memory rather than waiting on one dependent global load per edge and thread.
-  template <bool SENDER, class Ch>
-  KOKKOS_INLINE_FUNCTION void stage_rows(const member& team, const Ch& ch, int n) const {
-    const int KC = K * prm.C, nb = SENDER ? staged_row_blocks(true) : 1;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * nb * KC), [&](const int x) {
-      const int t = x / (nb * KC), y = x % (nb * KC), b = y / KC, kk = (y % KC) / prm.C, c = y % prm.C;
-      const int src = ch.other(t);
-      if (src < 0) return;
-      ch.hr(t, y) = !SENDER ? h(src, kk, c) : b == 0 ? gm(src, kk, c) : b == 1 ? go(src, kk, c) : o(src, kk, c);
-    });
-  }
-  // Block b of chunk edge t for channel c: staged (rows > 0) or from v(atom) in global memory.
-  template <class Ch, class V>
-  KOKKOS_INLINE_FUNCTION void load_row(const Ch& ch, int t, int b, const V& v, int atom, int c, T* out) const {
-    if (Ch::gemm && rows > 0) {
-      for (int kk = 0; kk < K; ++kk) out[kk] = ch.hr(t, (b * K + kk) * prm.C + c);
-    } else {
-      for (int kk = 0; kk < K; ++kk) out[kk] = v(atom, kk, c);
-    }
-  }
-
   template <class Ch>
   KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Ch& ch, int t, T* dg) const {
     T s = T(0);
@@ -745,7 +704,7 @@ struct InteractionKernel {
     const T d = ch.geo(t, 3);
     T Y[K], hj[K];
     sh<L, T>(r, Y);
-    load_row(ch, t, 0, h, j, c, hj);
+    load_h(j, c, hj);
     EdgeRadial<T, P> R;
     edge_radial<false>(ch, c, t, d, R);
     if constexpr (ATTN) {
@@ -843,13 +802,8 @@ struct InteractionKernel {
                                                   T* gr, T* ghj, T* gs_out) const {
     T Y[K], hj[K], gmi[K], goi[K];
     sh<L, T>(r, Y);
-    if (SENDER) {  // j is the team's atom; the receiver i's rows may be staged
-      load_h(j, c, hj);
-      load_row(ch, t, 0, gm, i, c, gmi);
-    } else {
-      load_row(ch, t, 0, h, j, c, hj);
-      for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
-    }
+    load_h(j, c, hj);
+    for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
     T gY[K];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
@@ -864,17 +818,10 @@ struct InteractionKernel {
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
       tp_fwd2<L, T>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
       T tt = T(0);
-      if (SENDER && Ch::gemm && rows > 0) {
-        T oi[K];
-        load_row(ch, t, 1, go, i, c, goi);
-        load_row(ch, t, 2, o, i, c, oi);
-        for (int kk = 0; kk < K; ++kk) tt += goi[kk] * (v[kk] - oi[kk]);
-      } else {
-        for (int kk = 0; kk < K; ++kk) {
-          goi[kk] = go(i, kk, c);
-          const T oo = o(i, kk, c);
-          tt += goi[kk] * (v[kk] - oo);
-        }
+      for (int kk = 0; kk < K; ++kk) {
+        goi[kk] = go(i, kk, c);
+        const T oo = o(i, kk, c);
+        tt += goi[kk] * (v[kk] - oo);
       }
       const T ge = tt * inv;  // dE/d(e_ij); o does not depend on M, so no gradient flows through it
       gs = ge * ex;           // de/ds = e, de/du = e / u
@@ -1089,12 +1036,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
             Kern::tensor_core_ok(kern.prm, team_size);
   const int S = edge_split(team_size, C);
-  kern.rows = kern.prm.stage_rows && kern.gch > 0 && team_size >= C ? Kern::staged_row_blocks(adjoint) : 0;
-  size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, Kern::chunk_overlap(team_size), kern.rows);
-  if (kern.rows > 0 && !host && bytes > limit) {  // staging is an option: drop it rather than the launch
-    kern.rows = 0;
-    bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, Kern::chunk_overlap(team_size));
-  }
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, Kern::chunk_overlap(team_size));
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
     throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
@@ -1156,7 +1098,6 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   bool tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
-  int rows_fwd = 0, rows_adj = 0;  // row blocks staged per chunk edge (LayerParams::stage_rows)
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
@@ -1181,10 +1122,9 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
     r.tc_fwd = kern.tc;
-    r.rows_fwd = kern.rows;
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
-                                    Kern::chunk_overlap(r.team_fwd), r.rows_fwd);
+                                    Kern::chunk_overlap(r.team_fwd));
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
@@ -1192,11 +1132,10 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
       r.tc_adj = adj.tc;
-      r.rows_adj = adj.rows;
       r.capped_adj = adjoint_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
-                                     Adj::chunk_overlap(r.team_adj), r.rows_adj);
+                                     Adj::chunk_overlap(r.team_adj));
   });
   return r;
 }

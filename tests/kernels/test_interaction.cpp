@@ -178,12 +178,11 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
 struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
-  int stage = 0;                                         // LayerParams::stage_rows
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
-           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " stage " + std::to_string(stage);
+           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks);
   }
 };
 
@@ -206,7 +205,6 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
   prm.shared_carveout = ln.carveout;
-  prm.stage_rows = ln.stage;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -666,42 +664,6 @@ TEST(Interaction, SharedCarveout) {
     EXPECT_EQ(max_diff(plain.gh, run->gh).first, 0.0);
     EXPECT_EQ(max_diff(plain.f, run->f).first, 0.0);
   }
-}
-
-// LayerParams::stage_rows: the chunk's gathered rows (h_j; dE/dm, dE/do, o of the receivers in the sender
-// adjoint) copied into team scratch first. The launch must report the staging where it applies (radial mode >= 1,
-// teams of C * S) and the results must match the reference, finite differences and the unstaged kernels (the same
-// arithmetic: equal to rounding), with and without the edge split, in both precisions, for L = 1 and 2. On host
-// back-ends it needs teams of 2 C = 16 OpenMP threads (CTest runs it with OMP_NUM_THREADS=16); skipped otherwise.
-template <class T, int L>
-void expect_staged_rows(unsigned seed, double tol) {
-  const int C = 8;
-  std::mt19937 rng(seed);
-  const Model M = make_model(L, rng, 3, 16);
-  auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk);
-  prm.stage_rows = 1;
-  for (int mode : {0, 1})
-    for (int ts : {C, 2 * C}) {
-      prm.radial_mode = mode;
-      const auto ln = interaction_launch<T, Dev, L, true>(prm, ts);
-      EXPECT_EQ(ln.rows_fwd, mode >= 1 ? 1 : 0) << mode << " " << ts;
-      EXPECT_EQ(ln.rows_adj, mode >= 1 ? 3 : 0) << mode << " " << ts;
-    }
-  const System S = split_system(L, C, M.rc, rng);
-  const Expected E = expected(M, S, rng);
-  for (int ts : {C, 2 * C})
-    for (int mode : {1, 2}) {
-      Launch staged(ts, mode, 0), plain(ts, mode, 0);
-      staged.stage = 1;
-      if (sizeof(T) == 8) check_against<L>(M, S, E, staged);
-      compare_runs<T, L>(M, S, E, plain, staged, tol);
-    }
-}
-TEST(Interaction, StagedRows) {
-  if (team_size_max() < 16) GTEST_SKIP() << "team_size_max " << team_size_max() << " < 2 C";
-  expect_staged_rows<double, 1>(97, 1e-12);
-  expect_staged_rows<double, 2>(98, 1e-12);
-  expect_staged_rows<float, 2>(99, 1e-5);
 }
 
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max
