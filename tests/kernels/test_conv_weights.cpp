@@ -49,7 +49,7 @@ struct Runner {
   using Kern = ConvEdgeWeights<T, Dev, 3, ALL>;
   Kern k;
   Runner(const Case& S, const std::vector<double>& x, const std::vector<double>& h, const std::vector<double>& w,
-         const std::vector<double>* gout, int staged = 0) {
+         const std::vector<double>* gout, int staged = Kern::default_staged) {
     const int P = Kern::P, KO = Kern::KO, C = S.C, E = int(S.recv.size());
     std::vector<T> xt(x.begin(), x.end());
     k.g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
@@ -183,9 +183,9 @@ TEST(ConvEdgeWeights, NaturalPathsForwardAdjoint) { check<false>(42); }
 // gradients into its own slot); on host back-ends the one thread adds the later channels into its slot.
 TEST(ConvEdgeWeights, FortyChannelsForwardAdjoint) { check<true>(45, 40, 97); }
 
-// The experimental staged adjoint (w_e and gout_i double-buffered through team scratch; cp.async on sm_80+) gives
-// the numbers of the default adjoint, for one and for two warps of channels (C = 4, 40), in both precisions where
-// its scratch fits (on CUDA 40 KB: C = 40 double does not, and says so).
+// The staged adjoint (staged = 2 | 3, the default on device back-ends: w_e and gout_i double-buffered through team
+// scratch; cp.async on sm_80+) gives the numbers of the unstaged one, for one and for two warps of channels (C = 4,
+// 40), in both precisions where its scratch fits (on CUDA 40 KB: C = 40 double does not, and says so).
 template <class T>
 void expect_staged_agrees(int C, double tol) {
   const Case S = make_case(true, 49, C);
@@ -193,7 +193,7 @@ void expect_staged_agrees(int C, double tol) {
   std::normal_distribution<double> g(0, 1);
   std::vector<double> gout(size_t(S.n_recv) * 32 * C);
   for (double& v : gout) v = g(rng);
-  Runner<T, true> plain(S, S.x, S.h, S.w, &gout);
+  Runner<T, true> plain(S, S.x, S.h, S.w, &gout, 0);
   for (int staged : {2, 3}) {
     Runner<T, true> r(S, S.x, S.h, S.w, &gout, staged);
     if (!r.k.staged_fits()) {
