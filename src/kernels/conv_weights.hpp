@@ -266,20 +266,21 @@ struct ConvEdgeWeights {
     if (int(edge_grad.extent(0)) != g.n_edges ||
         int(edge_grad.extent(1)) != channel_sum_slots<exec>(adjoint_threads()))
       throw std::logic_error("ConvEdgeWeights::backward: call allocate_workspace() after setting g and C");
-    // at most 168 registers (3 blocks of 128 threads per SM): 0 spills with ptxas sm_90, and at 10,000 x 30 x 64
-    // on the H200 the fastest of the caps tried (none: 255 registers, 11.8 ms fwd+bwd; 168: 9.3; 128: 10.7)
-    const auto scratch = Kokkos::PerTeam(staged_scratch_bytes(C));
-    if (staged_fits() && staged == 2) {  // ptxas sm_90 (float, L = 3, all paths): 255 registers, 0 spills
-      using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 2>>;
+    auto launch_staged = [&](auto bounds) {
+      using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, decltype(bounds)>;
+      const auto scratch = Kokkos::PerTeam(staged_scratch_bytes(C));
       Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
                            Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);
-    } else if (staged_fits()) {  // 168 registers, 340 B of spills
-      using Staged = Kokkos::TeamPolicy<exec, SendAdjStaged, Kokkos::LaunchBounds<128, 3>>;
-      Kokkos::parallel_for("batmobile::conv_w_send_adj_staged",
-                           Staged(g.n_total, adjoint_threads()).set_scratch_size(0, scratch), *this);
-    } else {
+    };
+    if (!staged_fits()) {
+      // at most 168 registers (3 blocks of 128 threads per SM): 0 spills with ptxas sm_90, and at 10,000 x 30 x 64
+      // on the H200 the fastest of the caps tried (none: 255 registers, 11.8 ms fwd+bwd; 168: 9.3; 128: 10.7)
       using Capped = Kokkos::RangePolicy<exec, SendAdj, Kokkos::LaunchBounds<128, 3>>;
       Kokkos::parallel_for("batmobile::conv_w_send_adj", Capped(0, g.n_total * adjoint_threads()), *this);
+    } else if (staged == 2) {  // ptxas sm_90 (float, L = 3, all paths): 255 registers, 0 spills
+      launch_staged(Kokkos::LaunchBounds<128, 2>());
+    } else {
+      launch_staged(Kokkos::LaunchBounds<128, 3>());  // 168 registers, 340 B of spills
     }
     Kokkos::parallel_for("batmobile::conv_w_gather", Kokkos::RangePolicy<exec, Gather>(0, g.n_total), *this);
   }
