@@ -9,7 +9,12 @@
 # "BATMOBILE_SHMEM_CARVEOUT=50:carve50": a carveout stays set for the rest of a process), to OUTDIR/bench_NAME_*.jsonl;
 # BATMOBILE_QUICK_E3NN=1: then bench/run_gpu_bench.sh with this build's benchmark (e3nn 0.6 cross-check and timings
 # in the same run, BATMOBILE_BENCH_REPS default 20 here; writes bench/results/kernels_h200.json, ~1.5 min more;
-# set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings). Logs go to OUTDIR.
+# set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings);
+# BATMOBILE_QUICK_BASE=TAR: an A/B against a baseline tree (TAR = `git archive REV` of the baseline, relative to
+# the repo root, e.g. in .carry/): its benchmark is built beside this one and both run radial mode 2 back to back
+# on BATMOBILE_QUICK_AB_CASES (default the quick cases) into OUTDIR/ab_{base,new}_CASE.jsonl;
+# BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views).
+# Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
@@ -20,16 +25,29 @@ export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 T0=$(date +%s); say() { echo "[kernels_quick +$(( $(date +%s) - T0 ))s] $*"; }
 LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
 [ -d "$LV/lib/kokkos" ] || { say "unpack failed: see unpack.log"; exit 1; }
+configure() {  # configure SRC BUILD LOG
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" \
+    -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_FLAGS="${BATMOBILE_QUICK_CXXFLAGS:-}" -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" \
+    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON \
+    -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" -DBATMOBILE_WITH_TORCH=OFF \
+    -DBATMOBILE_PYTHON="$(command -v python3)" > "$3" 2>&1 || { say "configure failed ($3)"; tail -20 "$3"; exit 1; }
+}
 B=$BATMOBILE_CACHE/build/kernels-cuda
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" \
-  -DCMAKE_CXX_STANDARD=17 -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON \
-  -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON \
-  -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" -DBATMOBILE_WITH_TORCH=OFF \
-  -DBATMOBILE_PYTHON="$(command -v python3)" > "$OUT/configure.log" 2>&1 ||
-  { say "configure failed"; tail -20 "$OUT/configure.log"; exit 1; }
+configure . "$B" "$OUT/configure.log"
+BB=
+if [ -n "${BATMOBILE_QUICK_BASE:-}" ]; then  # the baseline's benchmark, built beside this tree's targets
+  BS=$BATMOBILE_CACHE/base-src BB=$BATMOBILE_CACHE/build/kernels-cuda-base
+  rm -rf "$BS" && mkdir -p "$BS" && tar -xf "$BATMOBILE_QUICK_BASE" -C "$BS" || { say "cannot unpack the base"; exit 1; }
+  configure "$BS" "$BB" "$OUT/configure_base.log"
+  cmake --build "$BB" -j "$(nproc)" --target batmobile_bench > "$OUT/build_base.log" 2>&1 &
+  BPID=$!
+fi
 say "configured"
 cmake --build "$B" -j "$(nproc)" --target test_interaction test_conv_weights batmobile_bench > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
+if [ -n "$BB" ]; then
+  wait "$BPID" || { say "base build failed"; grep -m5 -A5 "error" "$OUT/build_base.log"; exit 1; }
+fi
 say "built"
 rc=0
 "$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 ||
@@ -44,6 +62,17 @@ for c in "${CASES[@]}"; do
     >> "$OUT/bench.log" 2>&1 || rc=1
   cat "$OUT/bench_${c//:/_}.jsonl"
 done
+if [ -n "$BB" ]; then
+  for c in ${BATMOBILE_QUICK_AB_CASES:-${CASES[@]}}; do
+    for side in base new; do
+      bin=$B/bench/batmobile_bench
+      [ $side = base ] && bin=$BB/bench/batmobile_bench
+      "$bin" --cases "$c" --radial-mode 2 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
+      echo "== $side $c"; cat "$OUT/ab_${side}_${c//:/_}.jsonl"
+    done
+  done
+  say "A/B done"
+fi
 for ab in ${BATMOBILE_QUICK_AB:-}; do
   for c in "${CASES[@]}"; do
     env "${ab%%:*}" "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \

@@ -12,7 +12,7 @@
 //                                      parity outputs occupy [0, K), the other parity [K, 2K) (only when all)
 //   static_for<N>(f)                   calls f(std::integral_constant<int, I>) for I = 0..N-1 (unrolled)
 //   envelope(d, rc, &du)               polynomial envelope p = 6 and its derivative
-//   bessel(n, d, rc, &dB)              B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d and its derivative
+//   bessel_basis<NMAX>(d, rc, nb, B, dB)  B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d, n = 1..nb, and derivatives
 //   silu(x, &ds)
 //   runs_on_host<ExecSpace>            true for host back-ends (Serial, OpenMP): one thread per team there
 //   channel_sum<ExecSpace>(rank, v)    sum of v[N] over a slot of team threads (a warp on CUDA, shuffles; one thread
@@ -155,17 +155,26 @@ KOKKOS_INLINE_FUNCTION T envelope(T d, T rc, T* du) {
   return T(1) + x6 * (T(-28) + x * (T(48) - T(21) * x));
 }
 
-// Bessel basis B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d, n = 1..NB (index n-1), with derivatives.
-template <class T>
-KOKKOS_INLINE_FUNCTION void bessel(int n, T d, T rc, T* B, T* dB) {
+// Bessel basis B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d for n = 1..nb (B[n - 1]) and dB_n/dd, n <= NMAX (the
+// register bound; entries nb..NMAX-1 are zero). One sin/cos pair, then sin/cos((n + 1) x) by a rotation by x
+// (norm-preserving: the rounding error grows ~linearly in n, ~1e-6 relative in float at n = 16), so that a thread
+// that needs the whole basis does not evaluate nb sin/cos pairs in series (InteractionKernel::prepare_chunk).
+template <int NMAX, class T>
+KOKKOS_INLINE_FUNCTION void bessel_basis(T d, T rc, int nb, T* B, T* dB) {
   const T pi = T(3.14159265358979323846);
-  const T pref = sqrt(T(2) / rc);
-  const T k = T(n) * pi / rc;
-  const T s = sin(k * d), c = cos(k * d);
-  *B = pref * s / d;
-  *dB = pref * (k * c * d - s) / (d * d);
+  const T pref = sqrt(T(2) / rc), k1 = pi / rc, inv_d = T(1) / d;
+  const T s1 = sin(k1 * d), c1 = cos(k1 * d);
+  T s = s1, c = c1;
+  for (int n = 0; n < NMAX; ++n) {
+    const bool on = n < nb;
+    const T b = on ? pref * s * inv_d : T(0);
+    B[n] = b;
+    dB[n] = on ? (pref * T(n + 1) * k1 * c - b) * inv_d : T(0);  // pref (k_n c_n d - s_n) / d^2
+    const T sn = s * c1 + c * s1;
+    c = c * c1 - s * s1;
+    s = sn;
+  }
 }
-
 template <class T>
 KOKKOS_INLINE_FUNCTION T silu(T x, T* ds) {
   const T sg = T(1) / (T(1) + exp(-x));

@@ -10,7 +10,9 @@
 //       the unified L1 / shared capacity; a hint the driver rounds to a supported split) of the kernel that
 //       Kokkos::parallel_for(Policy, Functor) launches, once per value. Kokkos applies its own preference at the
 //       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
-//   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA)
+//   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
+//       until one is set: CUDA's "no preference")
+//   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
 // Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
@@ -32,6 +34,14 @@ const void* kokkos_cuda_kernel() {
   return reinterpret_cast<const void*>(Launch::get_kernel_func());
 }
 }  // namespace detail
+#endif
+
+template <class Policy>
+inline constexpr bool carveout_applies =
+#ifdef KOKKOS_ENABLE_CUDA
+    std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value;
+#else
+    false;
 #endif
 
 template <class Functor, class Policy>

@@ -413,10 +413,22 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION void prepare_chunk(const member& team, const Ch& ch, int atom, int start, int n) const {
     const int nb = Ch::gemm ? gemm_block(ch.cap) : 1, nf = (n + nb - 1) / nb * nb;
     team.team_barrier();  // the previous chunk is no longer read
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf), [&](const int t) {
-      if (Ch::gemm && t >= n) {  // mode 1: zero rows up to the GEMM block
-        ch.other(t) = -1;
-        for (int a = 0; a < 4; ++a) ch.geo(t, a) = T(0);
+    // One pass over the items (edge t, hidden unit hh): each forms the edge geometry and the whole Bessel basis
+    // itself (one sin/cos pair, bessel_basis) and its hidden unit; item hh = 0 also stores the geometry and the
+    // basis for the channel loop (the radial gate of the logit). This saves a barrier and keeps the team from
+    // waiting on one thread per edge evaluating NB sin/cos pairs in series.
+    // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
+    // consecutive addresses.
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * prm.H), [&](const int th) {
+      const int t = Ch::gemm ? th % nf : th / prm.H, hh = Ch::gemm ? th / nf : th % prm.H;
+      T& sv = Ch::gemm ? ch.s(hh, t) : ch.s(t, hh);
+      T& sdv = Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh);
+      if (Ch::gemm && t >= n) {  // mode 1: zero rows up to the GEMM block, exact zeros for the GEMM
+        if (hh == 0) {
+          ch.other(t) = -1;
+          for (int a = 0; a < 4; ++a) ch.geo(t, a) = T(0);
+        }
+        sv = sdv = T(0);
         return;
       }
       int i = atom, j;
@@ -431,31 +443,29 @@ struct InteractionKernel {
       for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
       const T d = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
       const bool edge = d > T(0) && d < prm.r_c;
-      ch.other(t) = edge ? (SENDER ? i : j) : -1;
-      for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
-      ch.geo(t, 3) = d;
-      for (int nn = 0; nn < kMaxNB; ++nn) {
-        T b = T(0), db = T(0);
-        if (edge && nn < prm.NB) bessel(nn + 1, d, prm.r_c, &b, &db);
-        ch.B(t, nn) = b;
-        ch.dB(t, nn) = db;
+      T B[kMaxNB], dB[kMaxNB];
+      if (edge)
+        bessel_basis<kMaxNB>(d, prm.r_c, prm.NB, B, dB);
+      else
+        for (int nn = 0; nn < kMaxNB; ++nn) B[nn] = dB[nn] = T(0);
+      if (hh == 0) {
+        ch.other(t) = edge ? (SENDER ? i : j) : -1;
+        for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
+        ch.geo(t, 3) = d;
+        for (int nn = 0; nn < kMaxNB; ++nn) {
+          ch.B(t, nn) = B[nn];
+          ch.dB(t, nn) = dB[nn];
+        }
       }
-    });
-    team.team_barrier();
-    // mode 1 stores s(hh, t), edges innermost: consecutive threads write consecutive addresses
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * prm.H), [&](const int th) {
-      const int t = Ch::gemm ? th % nf : th / prm.H, hh = Ch::gemm ? th / nf : th % prm.H;
-      T& sv = Ch::gemm ? ch.s(hh, t) : ch.s(t, hh);
-      T& sdv = Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh);
-      if (ch.other(t) < 0) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
+      if (!edge) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
         if (Ch::gemm) sv = sdv = T(0);
         return;
       }
       T a = prm.b1(hh), da = T(0);
       for (int nn = 0; nn < kMaxNB; ++nn)
         if (nn < prm.NB) {
-          a += prm.W1(hh, nn) * ch.B(t, nn);
-          if (GRAD) da += prm.W1(hh, nn) * ch.dB(t, nn);
+          a += prm.W1(hh, nn) * B[nn];
+          if (GRAD) da += prm.W1(hh, nn) * dB[nn];
         }
       T ds;
       sv = silu(a, &ds);
