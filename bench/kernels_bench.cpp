@@ -243,6 +243,9 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
     const char* carve_env = std::getenv("BATMOBILE_SHMEM_CARVEOUT");
     prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
+    // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
+    const char* basis_env = std::getenv("BATMOBILE_BASIS_CHUNK");
+    prm.basis_chunk = basis_env ? std::atoi(basis_env) : 0;
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_uncapped = cap_env && std::string(cap_env) == "0";
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
@@ -260,6 +263,8 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
                                   ", \"team_adj\": " + std::to_string(ln.team_adj) +
                                   ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
+                                  ", \"basis_fwd\": " + std::to_string(ln.basis_fwd) +
+                                  ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
                                   ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
                                   ", \"shared_carveout\": " + std::to_string(prm.shared_carveout);

@@ -8,7 +8,8 @@
 #       "BATMOBILE_RADIAL_MODE=0:md_radial0"; none by default). run_gpu.sh must not rebuild LAMMPS here:
 #       relinking liblammps.so under the running benchmark made its later cases fail to start (H200, 2026-11-29).
 #   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
-#       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run (BATMOBILE_SESSION_NVE=0: none) and a
+#       benchmark (bench/run_gpu_bench.sh; BATMOBILE_SESSION_KBENCH_AB="VAR=VAL:name ...": also a same-run kernel
+#       A/B per setting), the NVE energy-drift run (BATMOBILE_SESSION_NVE=0: none) and a
 #       per-kernel profile (bench/profile) run on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests
 #       and the water run and copies the water log, RDFs and analysis (results/gOO.png, summary.json) and restart
 #       files to OUTDIR.
@@ -83,6 +84,16 @@ say "kernel benchmark"
 # "BATMOBILE_CONV_STAGED=0 BATMOBILE_ADJ_MIN_BLOCKS=0"; the tests beside it keep the defaults)
 env ${BATMOBILE_SESSION_KBENCH_ENV:-} BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" \
   > "$OUT/kbench.log" 2>&1
+# BATMOBILE_SESSION_KBENCH_AB="VAR=VAL:name ...": the kernel benchmark's radial-mode-2 rows once without and once
+# with each setting, back to back on GPU 0, into OUTDIR/kbench_ab_{plain,NAME}.jsonl (a same-run kernel A/B)
+for c in ${BATMOBILE_SESSION_KBENCH_AB:+1000:20:32 10000:30:64}; do
+  timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 --out "$OUT/kbench_ab_plain.jsonl" \
+    >> "$OUT/kbench_ab.log" 2>&1
+  for ab in $BATMOBILE_SESSION_KBENCH_AB; do
+    env "${ab%%:*}" timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
+      --out "$OUT/kbench_ab_${ab#*:}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
+  done
+done
 if [ "${BATMOBILE_SESSION_NVE:-1}" = 1 ]; then
   say "NVE drift run"
   BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \

@@ -64,6 +64,7 @@ inline constexpr int kMaxDk = 32;  // attention key width bound
 // with DKM = 8).
 inline constexpr int kSmallDk = 8;
 inline constexpr int kMaxHeads = 64;
+inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
 
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).
@@ -92,6 +93,10 @@ struct LayerParams {
   // steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
+  // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
+  // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the
+  // largest that fits the team scratch). 1 = one prepare pass per radial chunk (as before session 8).
+  int basis_chunk = 0;
   // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so, 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
   // 1.06 ms (session 7)
@@ -252,13 +257,16 @@ struct InteractionKernel {
     static constexpr bool gemm = G;  // radial mode 1
     ST2 geo, B, dB, s, sd, w, dw;
     SI1 other;
-    char* base;    // start of the team scratch (end-of-atom arrays: part_of, buf_of)
-    int cap = CH;  // edges per chunk
-    bool overlap;  // chunk_overlap(team size)
+    char* base;     // start of the team scratch (end-of-atom arrays: part_of, buf_of)
+    int cap = CH;   // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
+    int bcap = CH;  // edges per basis chunk (rows of geo, B, dB, s, sd, other): a multiple of cap
+    bool overlap;   // chunk_overlap(team size)
+    // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of cap (a power of 2)
+    KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (cap - 1); }
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
-  // only after the last chunk, behind a barrier.
+  // only after the last chunk, behind a barrier. Mode 1 basis chunks hold gsc edges (0: gch), mode 0 CH.
   struct Layout {
     size_t geo, B, dB, s, sd, other, w, dw, part, buf, total;
   };
@@ -267,16 +275,17 @@ struct InteractionKernel {
     off += (bytes + 31) / 32 * 32;
     return o;
   }
-  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap = true) {
-    const size_t cap = gch > 0 ? gch : CH, t = sizeof(T);
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap = true,
+                                              int gsc = 0) {
+    const size_t cap = gch > 0 ? gch : CH, bc = gch > 0 && gsc > gch ? gsc : cap, t = sizeof(T);
     Layout lo{};
     size_t off = 0;
-    lo.geo = take(off, t * cap * 4);
-    lo.B = take(off, t * cap * kMaxNB);
-    lo.dB = take(off, t * cap * kMaxNB);
-    lo.s = take(off, t * cap * H);
-    lo.sd = take(off, t * cap * H);
-    lo.other = take(off, sizeof(int) * cap);
+    lo.geo = take(off, t * bc * 4);
+    lo.B = take(off, t * bc * kMaxNB);
+    lo.dB = take(off, t * bc * kMaxNB);
+    lo.s = take(off, t * bc * H);
+    lo.sd = take(off, t * bc * H);
+    lo.other = take(off, sizeof(int) * bc);
     if (gch > 0) {
       lo.w = take(off, t * cap * NW * C);
       if (adjoint) lo.dw = take(off, t * cap * NW * C);
@@ -301,6 +310,7 @@ struct InteractionKernel {
   D2 f, vatom;
 
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
+  int gsc = 0;  // mode 1 basis chunk: edges whose geometry, Bessel basis and hidden layer one prepare pass fills
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
 
   // Whether the end-of-atom arrays may overlap a mode-1 chunk for teams of ts threads: not for one thread per team
@@ -324,8 +334,18 @@ struct InteractionKernel {
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
   // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk gch (0: mode 0).
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0, bool overlap = true) {
-    return layout(C, H, dk, adjoint, S, gch, overlap).total + 64;  // + alignment of the base
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int gch = 0, bool overlap = true,
+                              int gsc = 0) {
+    return layout(C, H, dk, adjoint, S, gch, overlap, gsc).total + 64;  // + alignment of the base
+  }
+  // Mode 1 basis chunk for radial chunk gch: the largest multiple of gch up to kMaxBasisChunk (and up to `want` if
+  // want > 0) whose scratch fits `limit`; gch itself if none larger does.
+  static int basis_chunk_for(int C, int H, int dk, bool adjoint, int S, int gch, bool overlap, size_t limit,
+                             int want = 0) {
+    int best = gch;
+    for (int bc = 2 * gch; gch > 0 && bc <= kMaxBasisChunk && (want <= 0 || bc <= want); bc += gch)
+      if (scratch_bytes(C, H, dk, adjoint, S, gch, overlap, bc) <= limit) best = bc;
+    return best;
   }
   // Mode 1 chunk for edge split S: `want` (2, 4, 8) or, if 0, the largest of 8, 4, 2 that is >= min_cap and
   // whose scratch fits `limit`; 0 (mode 0) if none does.
@@ -370,7 +390,7 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION Chunk<G> make_chunk(const member& team, bool adjoint, int S) const {
     const int C = prm.C, H = prm.H;
     const bool overlap = chunk_overlap(team.team_size());
-    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, overlap);
+    const Layout lo = layout(C, H, prm.dk, adjoint, S, G ? gch : 0, overlap, gsc);
     // mode 1 writes its end-of-atom arrays over the chunk; should Kokkos run several atoms per team in turn, the
     // previous atom must no longer read them
     if (G) team.team_barrier();
@@ -378,12 +398,13 @@ struct InteractionKernel {
     auto at = [base](size_t off) { return reinterpret_cast<T*>(base + off); };
     Chunk<G> ch;
     ch.cap = G ? gch : CH;
-    ch.geo = ST2(at(lo.geo), ch.cap, 4);
-    ch.B = ST2(at(lo.B), ch.cap, kMaxNB);
-    ch.dB = ST2(at(lo.dB), ch.cap, kMaxNB);
-    ch.s = G ? ST2(at(lo.s), H, ch.cap) : ST2(at(lo.s), ch.cap, H);
-    ch.sd = G ? ST2(at(lo.sd), H, ch.cap) : ST2(at(lo.sd), ch.cap, H);
-    ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.cap);
+    ch.bcap = G && gsc > gch ? gsc : ch.cap;
+    ch.geo = ST2(at(lo.geo), ch.bcap, 4);
+    ch.B = ST2(at(lo.B), ch.bcap, kMaxNB);
+    ch.dB = ST2(at(lo.dB), ch.bcap, kMaxNB);
+    ch.s = G ? ST2(at(lo.s), H, ch.bcap) : ST2(at(lo.s), ch.bcap, H);
+    ch.sd = G ? ST2(at(lo.sd), H, ch.bcap) : ST2(at(lo.sd), ch.bcap, H);
+    ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.bcap);
     if (G) {
       ch.w = ST2(at(lo.w), ch.cap, NW * C);
       if (adjoint) ch.dw = ST2(at(lo.dw), ch.cap, NW * C);
@@ -395,22 +416,24 @@ struct InteractionKernel {
   // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
   template <bool G>
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<G>& ch, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, ch.overlap);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, G ? gch : 0, ch.overlap, gsc);
     return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
   }
   template <bool G>
   KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<G>& ch, bool adjoint, int S) const {
-    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, ch.overlap);
+    const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, G ? gch : 0, ch.overlap, gsc);
     return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
   }
 
   // Mode 1: edges per register block of radial_gemm (the chunk is a multiple of it).
   KOKKOS_INLINE_FUNCTION static int gemm_block(int cap) { return cap % 4 == 0 ? 4 : 2; }
 
-  // Fills the chunk for edges [start, start + n) of `atom` (receiver list, or sender list if SENDER). Mode 1: rows
-  // n..nf-1 (nf = n rounded up to the GEMM block) are zero non-edges, then the team computes the radial outputs.
+  // Fills the basis chunk with the edges [start, start + n) of `atom` (receiver list, or sender list if SENDER;
+  // `left` edges remain, n = min(left, bcap)): geometry, Bessel basis, hidden layer. Mode 1: rows n..nf-1 (nf = n
+  // rounded up to the GEMM block) are zero non-edges. Ends with a barrier.
   template <bool SENDER, bool GRAD, class Ch>
-  KOKKOS_INLINE_FUNCTION void prepare_chunk(const member& team, const Ch& ch, int atom, int start, int n) const {
+  KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const {
+    const int n = left < ch.bcap ? left : ch.bcap;
     const int nb = Ch::gemm ? gemm_block(ch.cap) : 1, nf = (n + nb - 1) / nb * nb;
     team.team_barrier();  // the previous chunk is no longer read
     // One pass over the items (edge t, hidden unit hh): each forms the edge geometry and the whole Bessel basis
@@ -472,14 +495,33 @@ struct InteractionKernel {
       sdv = ds * da;
     });
     team.team_barrier();
+  }
+
+  // The kernels loop over radial chunks of cap edges (the edge slots see the same edges whatever the basis chunk)
+  // and prepare a basis chunk whenever one starts: one loop level, so that the capped adjoints keep their
+  // registers (ptxas sm_90, receiver / sender: 8 / 40 B of spill stores, 0 / 28 B with one basis chunk per radial
+  // chunk; a loop over radial chunks nested in one over basis chunks spilled 32 / 84 B, with a callback 208 / 384).
+  // Row in the basis chunk of the radial chunk that starts at edge `start` of a list that starts at `begin`.
+  template <class Ch>
+  KOKKOS_INLINE_FUNCTION static int basis_row(const Ch& ch, int begin, int start) {
+    return (start - begin) % ch.bcap;
+  }
+  // Radial chunk [first, first + cnt) of a prepared basis chunk: mode 1 has the team compute its radial outputs into
+  // w (and dw) between barriers; mode 0 (one radial chunk per basis chunk, cap = bcap) does nothing.
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_outputs(const member& team, const Ch& ch, int first, int cnt) const {
     if constexpr (Ch::gemm) {
+      const int nb = gemm_block(ch.cap), nf = (cnt + nb - 1) / nb * nb;
+      if (first > 0) team.team_barrier();  // the previous radial chunk is no longer read
       if (tc)
-        radial_mma<GRAD>(team, ch, nf);
+        radial_mma<GRAD>(team, ch, first, nf);
       else if (nb == 4)
-        radial_gemm<GRAD, 4>(team, ch, nf);
+        radial_gemm<GRAD, 4>(team, ch, first, nf);
       else
-        radial_gemm<GRAD, 2>(team, ch, nf);
+        radial_gemm<GRAD, 2>(team, ch, first, nf);
       team.team_barrier();
+    } else {
+      (void)team, (void)ch, (void)first, (void)cnt;
     }
   }
 
@@ -493,31 +535,32 @@ struct InteractionKernel {
   // time, so that each W2t load feeds NE edges and each (vector) load of s(h, t0..t0+NE) feeds CB columns; the sum
   // over h runs in the same order as in radial_from_hidden.
   template <bool GRAD, int NE, class Ch>
-  KOKKOS_INLINE_FUNCTION void radial_gemm(const member& team, const Ch& ch, int nf) const {
+  KOKKOS_INLINE_FUNCTION void radial_gemm(const member& team, const Ch& ch, int first, int nf) const {
     const int ts = team.team_size(), tr = team.team_rank(), ncol = NW * prm.C;
     const int mine = tr < ncol ? (ncol - tr + ts - 1) / ts : 0;  // this thread's columns tr + ts x, x < mine
     for (int t0 = 0; t0 < nf; t0 += NE) {
       T u[NE], du[NE];
-      for (int e = 0; e < NE; ++e) u[e] = envelope(ch.geo(t0 + e, 3), prm.r_c, &du[e]);
+      for (int e = 0; e < NE; ++e) u[e] = envelope(ch.geo(first + t0 + e, 3), prm.r_c, &du[e]);
       int x = 0;
-      for (; x + 4 <= mine; x += 4) radial_tile<GRAD, NE, 4>(ch, t0, tr + x * ts, ts, u, du);
+      for (; x + 4 <= mine; x += 4) radial_tile<GRAD, NE, 4>(ch, first, t0, tr + x * ts, ts, u, du);
       if (x + 2 <= mine) {
-        radial_tile<GRAD, NE, 2>(ch, t0, tr + x * ts, ts, u, du);
+        radial_tile<GRAD, NE, 2>(ch, first, t0, tr + x * ts, ts, u, du);
         x += 2;
       }
-      if (x < mine) radial_tile<GRAD, NE, 1>(ch, t0, tr + x * ts, ts, u, du);
+      if (x < mine) radial_tile<GRAD, NE, 1>(ch, first, t0, tr + x * ts, ts, u, du);
     }
   }
 
   template <bool GRAD, int NE, int CB, class Ch>
-  KOKKOS_INLINE_FUNCTION void radial_tile(const Ch& ch, int t0, int col0, int ts, const T* u, const T* du) const {
+  KOKKOS_INLINE_FUNCTION void radial_tile(const Ch& ch, int first, int t0, int col0, int ts, const T* u,
+                                          const T* du) const {
     T acc[CB][NE], dacc[CB][NE];
     for (int x = 0; x < CB; ++x)
       for (int e = 0; e < NE; ++e) acc[x][e] = dacc[x][e] = T(0);
     for (int hh = 0; hh < prm.H; ++hh) {
-      const Pack<NE> sv = *reinterpret_cast<const Pack<NE>*>(&ch.s(hh, t0));
+      const Pack<NE> sv = *reinterpret_cast<const Pack<NE>*>(&ch.s(hh, first + t0));
       Pack<NE> dv;
-      if (GRAD) dv = *reinterpret_cast<const Pack<NE>*>(&ch.sd(hh, t0));
+      if (GRAD) dv = *reinterpret_cast<const Pack<NE>*>(&ch.sd(hh, first + t0));
       for (int x = 0; x < CB; ++x) {
         const T wt = prm.W2t(hh, col0 + x * ts);
         for (int e = 0; e < NE; ++e) {
@@ -541,7 +584,7 @@ struct InteractionKernel {
   // accumulators of w and lane l ^ 2 those of dw (same column and edges): one shuffle gives each what it needs, the
   // first write w and the second dw. Columns n of B past nf are zero and their outputs are not written.
   template <bool GRAD, class Ch>
-  KOKKOS_INLINE_FUNCTION void radial_mma(const member& team, const Ch& ch, int nf) const {
+  KOKKOS_INLINE_FUNCTION void radial_mma(const member& team, const Ch& ch, int first, int nf) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (std::is_same<T, float>::value) {
       const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
@@ -552,12 +595,12 @@ struct InteractionKernel {
       const float4* frag = reinterpret_cast<const float4*>(prm.W2tc.data());
       for (int t0 = 0; t0 < nf; t0 += EG) {
         const int eb = t0 + (GRAD ? n % 4 : n);  // edge of this lane's B column
-        const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, eb) : nullptr;
+        const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, first + eb) : nullptr;
         const int bstride = ch.s.stride(0);
         const int e0 = t0 + (GRAD ? c0 % 4 : c0);  // edges e0, e0 + 1 of this lane's D registers r % 2 = 0, 1
         float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
         for (int x = 0; x < 2; ++x)
-          if (e0 + x < nf) u[x] = envelope(ch.geo(e0 + x, 3), prm.r_c, &du[x]);
+          if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
         for (int tile = warp; tile < tiles; tile += warps) {
           float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
@@ -586,7 +629,7 @@ struct InteractionKernel {
       }
     }
 #else
-    (void)team, (void)ch, (void)nf;
+    (void)team, (void)ch, (void)first, (void)nf;
     Kokkos::abort("batmobile: radial mode 2 needs an sm_80+ CUDA build");
 #endif
   }
@@ -600,8 +643,8 @@ struct InteractionKernel {
       R.u = envelope(d, prm.r_c, &R.du);
       const int C = prm.C;
       for (int p = 0; p < P; ++p) {
-        R.w[p] = ch.w(t, p * C + c);
-        R.wv[p] = ATTN ? ch.w(t, (P + p) * C + c) : T(0);
+        R.w[p] = ch.w(ch.wrow(t), p * C + c);
+        R.wv[p] = ATTN ? ch.w(ch.wrow(t), (P + p) * C + c) : T(0);
         R.dw[p] = R.dwv[p] = T(0);
       }
     } else {
@@ -646,9 +689,10 @@ struct InteractionKernel {
       run_max = T(-1e30);
       run_z = T(0);
       for (int start = e0; start < e1; start += ch.cap) {
-        const int n = e1 - start < ch.cap ? e1 - start : ch.cap;
-        prepare_chunk<false, false>(team, ch, i, start, n);
-        for (int t = sl; t < n; t += S) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
+        const int n = e1 - start < ch.cap ? e1 - start : ch.cap, first = basis_row(ch, e0, start);
+        if (first == 0) prepare_basis<false, false>(team, ch, i, start, e1 - start);
+        radial_outputs<false>(team, ch, first, n);
+        for (int t = first + sl; t < first + n; t += S) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
       }
       if (S > 1) {
         if (G) team.team_barrier();  // buf overlaps the last chunk
@@ -670,8 +714,9 @@ struct InteractionKernel {
         hz[a] = T(0);
       }
       for (int start = e0; start < e1; start += ch.cap) {
-        const int n = e1 - start < ch.cap ? e1 - start : ch.cap;
-        prepare_chunk<false, false>(team, ch, i, start, n);
+        const int n = e1 - start < ch.cap ? e1 - start : ch.cap, first = basis_row(ch, e0, start);
+        if (first == 0) prepare_basis<false, false>(team, ch, i, start, e1 - start);
+        radial_outputs<false>(team, ch, first, n);
         T nmax[kMaxHeads], nz[kMaxHeads];
         for (int c = 0; c < C; ++c) {
           const int a = c / chead;
@@ -681,7 +726,7 @@ struct InteractionKernel {
           }
           run_max = hmax[a];
           run_z = hz[a];
-          for (int t = 0; t < n; ++t) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
+          for (int t = first; t < first + n; ++t) forward_edge(i, c, a, ch, t, accm, acco, run_max, run_z);
           for (int kk = 0; kk < K; ++kk) {
             m(i, kk, c) = accm[kk];
             if (ATTN) o(i, kk, c) = acco[kk];
@@ -796,8 +841,9 @@ struct InteractionKernel {
       const int C = prm.C;
       T du;
       const T u = envelope(d, prm.r_c, &du);
-      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, u, du, Col{ch.w, t, 0, C, c}, Col{ch.w, t, P, C, c},
-                                  Col{ch.dw, t, 0, C, c}, Col{ch.dw, t, P, C, c}, gr, ghj, gs_out);
+      const int tw = ch.wrow(t);
+      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, u, du, Col{ch.w, tw, 0, C, c}, Col{ch.w, tw, P, C, c},
+                                  Col{ch.dw, tw, 0, C, c}, Col{ch.dw, tw, P, C, c}, gr, ghj, gs_out);
     } else {
       EdgeRadial<T, P> R;
       edge_radial<true>(ch, c, t, d, R);
@@ -912,12 +958,13 @@ struct InteractionKernel {
       T ghj[K];
       for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
       for (int start = s0; start < s1; start += ch.cap) {
-        const int n = s1 - start < ch.cap ? s1 - start : ch.cap;
-        prepare_chunk<SENDER, true>(team, ch, atom, start, n);
+        const int n = s1 - start < ch.cap ? s1 - start : ch.cap, first = basis_row(ch, s0, start);
+        if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+        radial_outputs<true>(team, ch, first, n);
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-        for (int t = sl; t < n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+        for (int t = first + sl; t < first + n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
       }
       if (G) team.team_barrier();  // part and buf overlap the last chunk
       const scratch part = part_of(ch, S);
@@ -940,14 +987,15 @@ struct InteractionKernel {
       for (int c = 0; c < C; ++c)
         for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
       for (int start = s0; start < s1; start += ch.cap) {
-        const int n = s1 - start < ch.cap ? s1 - start : ch.cap;
-        prepare_chunk<SENDER, true>(team, ch, atom, start, n);
+        const int n = s1 - start < ch.cap ? s1 - start : ch.cap, first = basis_row(ch, s0, start);
+        if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+        radial_outputs<true>(team, ch, first, n);
         for (int c = 0; c < C; ++c) {
           double acc[NV];
           for (int v = 0; v < NV; ++v) acc[v] = 0;
           T ghj[K];
           for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-          for (int t = 0; t < n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+          for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
           if (SENDER)
             for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
           for (int v = 0; v < NV; ++v)
@@ -1013,7 +1061,8 @@ struct InteractionWork {
   }
 };
 
-// Team policy of kernel `kern` for n atoms; sets kern.gch (radial mode 1 chunk, 0: mode 0). team_size: 0 =
+// Team policy of kernel `kern` for n atoms; sets kern.gch (radial mode 1 chunk, 0: mode 0) and kern.gsc (its basis
+// chunk: basis_chunk_for, after the radial chunk is chosen, so that it never costs a smaller one). team_size: 0 =
 // automatic (host back-ends: 1, channels looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered
 // until the scratch fits scratch_size_max(0) and the team fits team_size_max; with prm.radial_mode = 1 the largest
 // S for which a mode-1 chunk of >= S edges fits, else mode 0); 1 or C * S: explicit (tests run the GPU paths on
@@ -1026,6 +1075,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool gemm = Tag::gemm && kern.prm.radial_mode >= 1;
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 2 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1 or 2 and radial_chunk 0, 2, 4 or 8");
+  if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
@@ -1046,7 +1096,10 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
             Kern::tensor_core_ok(kern.prm, team_size);
   const int S = edge_split(team_size, C);
-  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, Kern::chunk_overlap(team_size));
+  const bool overlap = Kern::chunk_overlap(team_size);
+  kern.gsc = Kern::basis_chunk_for(C, H, dk, adjoint, S, kern.gch, overlap, host ? size_t(-1) : limit,
+                                   kern.prm.basis_chunk);
+  const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, overlap, kern.gsc);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
     throw std::invalid_argument("batmobile: interaction team scratch " + std::to_string(bytes) + " B exceeds " +
@@ -1106,6 +1159,7 @@ void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
 // (radial mode 2) and team scratch bytes of the forward and of the adjoint kernels.
 struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
+  int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   bool tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
   size_t bytes_fwd, bytes_adj;
@@ -1131,21 +1185,23 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_atom_policy<Kern::template ForwardT>(kern, 1, false, team_size, [&](const auto& pol) {
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
+    r.basis_fwd = kern.gsc;
     r.tc_fwd = kern.tc;
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
-                                    Kern::chunk_overlap(r.team_fwd));
+                                    Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
   with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
     with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
+      r.basis_adj = adj.gsc;
       r.tc_adj = adj.tc;
       r.capped_adj = adjoint_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
-                                     Adj::chunk_overlap(r.team_adj));
+                                     Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });
   return r;
 }

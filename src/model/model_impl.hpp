@@ -422,7 +422,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3 (default): the adjoint kernels with at most 168 registers (3 blocks of 128
     //     threads per SM; adjoint_capped), 0: uncapped;
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
-    //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp).
+    //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
+    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
+    //     that fits; 1: one pass per radial chunk, as before session 8).
     using model_detail::env_switch;
     if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       for (auto& prm : fused_->params) prm.radial_mode = *m;
@@ -431,6 +433,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
                                    "an integer percentage 0..100"))
       for (auto& prm : fused_->params) prm.shared_carveout = *co;
+    if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
+                                   "an integer 0..64"))
+      for (auto& prm : fused_->params) prm.basis_chunk = *bc;
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
     // keep one thread per team (their thread count may be below C).

@@ -178,11 +178,13 @@ RefOut reference(const Model& M, const System& S, const std::vector<double>& x, 
 struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
+  int basis_chunk = 0;                                   // LayerParams::basis_chunk
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
-           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks);
+           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " basis " +
+           std::to_string(basis_chunk);
   }
 };
 
@@ -205,6 +207,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
   prm.shared_carveout = ln.carveout;
+  prm.basis_chunk = ln.basis_chunk;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -665,6 +668,62 @@ TEST(Interaction, SharedCarveout) {
     EXPECT_EQ(max_diff(plain.gh, run->gh).first, 0.0);
     EXPECT_EQ(max_diff(plain.f, run->f).first, 0.0);
   }
+}
+
+// LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
+// one prepare pass per radial chunk (basis_chunk = 1): the edge slots see the same edges in the same order.
+// Receivers with up to 89 candidate edges, some beyond r_c: several basis chunks of up to 64 edges, partial last
+// basis and radial chunks (the other tests check the default basis chunks against the reference and finite
+// differences); and the launch report.
+TEST(Interaction, BasisChunks) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  constexpr int L = 2;
+  std::mt19937 rng(97);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S = make_system(L, C, rng, 4, 90, 3.0);
+  Expected E;  // upstream gradients only (no reference: the comparison is with basis_chunk = 1)
+  std::normal_distribution<double> gauss(0, 1);
+  for (auto* v : {&E.gm, &E.go}) {
+    v->resize(size_t(S.n_recv) * num_sh(L) * C);
+    for (double& a : *v) a = gauss(rng);
+  }
+  auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  for (int mode : {1, 2})
+    for (int ts : {C, 4 * C})
+      for (int chunk : {2, 4, 8}) {
+        Launch one(ts, mode, chunk);
+        one.basis_chunk = 1;
+        const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, one);
+        for (int bc : {0, 24}) {
+          Launch b = one;
+          b.basis_chunk = bc;
+          SCOPED_TRACE(b.str());
+          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
+          EXPECT_EQ(max_diff(ref.m, run.m).first, 0.0);
+          EXPECT_EQ(max_diff(ref.o, run.o).first, 0.0);
+          EXPECT_EQ(max_diff(ref.gh, run.gh).first, 0.0);
+          EXPECT_EQ(max_diff(ref.f, run.f).first, 0.0);
+          EXPECT_EQ(max_diff(ref.vatom, run.vatom).first, 0.0);
+          EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
+          // the launch: basis chunks are multiples of the radial chunk, at most 64 and at most the request
+          prm.radial_mode = mode;
+          prm.radial_chunk = chunk;
+          prm.basis_chunk = bc;
+          const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+          for (const auto& [basis, rad] : {std::pair{ln.basis_fwd, ln.chunk_fwd}, std::pair{ln.basis_adj, ln.chunk_adj}}) {
+            ASSERT_GT(rad, 0);  // these small chunks fit everywhere: mode 1 runs
+            EXPECT_EQ(basis % rad, 0) << basis << " " << rad;
+            EXPECT_LE(basis, bc > 0 ? std::max(bc / rad * rad, rad) : kMaxBasisChunk) << basis << " " << rad;
+            if (bc == 0 && runs_on_host<Dev::execution_space>) EXPECT_EQ(basis, kMaxBasisChunk);  // no scratch limit
+          }
+          prm.basis_chunk = 1;
+          const auto l1 = interaction_launch<float, Dev, L, true>(prm, ts);
+          EXPECT_EQ(l1.basis_fwd, l1.chunk_fwd);
+          EXPECT_EQ(l1.basis_adj, l1.chunk_adj);
+        }
+      }
 }
 
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max

@@ -313,7 +313,8 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
 
 // The fused kernels' A/B switches are read when the model is built: bad values are errors; switching off the
 // adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
-// not arithmetic, and the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) changes neither.
+// not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
+// passes per radial chunk (BATMOBILE_BASIS_CHUNK) change a bit.
 TEST(ModelEnv, FusedKernelSwitches) {
   Reference r = read_reference("periodic");
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
@@ -343,6 +344,17 @@ TEST(ModelEnv, FusedKernelSwitches) {
   unsetenv("BATMOBILE_SHMEM_CARVEOUT");
   EXPECT_EQ(c.energy, b.energy);
   EXPECT_EQ(rel_err(c.forces, b.forces), 0.0);
+  for (const char* bad : {"65", "-1", "8x"}) {
+    setenv("BATMOBILE_BASIS_CHUNK", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
+  setenv("BATMOBILE_BASIS_CHUNK", "1", 1);  // one prepare pass per radial chunk: the same edge order, the same numbers
+  Model<float, Exec> per_chunk(load(), EdgeBackend::Fused);
+  const Evaluation d = evaluate(per_chunk, r.pos, r.species, r.cell, r.pbc);
+  unsetenv("BATMOBILE_BASIS_CHUNK");
+  EXPECT_EQ(d.energy, b.energy);
+  EXPECT_EQ(rel_err(d.forces, b.forces), 0.0);
+  EXPECT_EQ(rel_err(d.vatom, b.vatom), 0.0);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
