@@ -246,6 +246,10 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
     const char* basis_env = std::getenv("BATMOBILE_BASIS_CHUNK");
     prm.basis_chunk = basis_env ? std::atoi(basis_env) : 0;
+    // BATMOBILE_BENCH_TEAM=N: the attention ops with teams of N threads (C * S; 0 or unset: automatic), e.g. the
+    // halved edge split that MD uses from kManyAtoms local atoms on (src/model/model_impl.hpp)
+    const char* team_env = std::getenv("BATMOBILE_BENCH_TEAM");
+    const int ts = team_env ? std::atoi(team_env) : 0;
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_uncapped = cap_env && std::string(cap_env) == "0";
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
@@ -255,7 +259,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         prm.radial_mode = mode;
         prm.radial_chunk = radial_chunk;
         prm.adjoint_min_blocks = cap;
-        const auto ln = interaction_launch<float, Dev, L, true>(prm);
+        const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
         const std::string suffix = std::string(mode == 1 ? "_radial_gemm" : mode == 2 ? "_radial_mma" : "") +
                                    (cap != default_cap ? "_uncapped" : ""),
                           extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
@@ -270,18 +274,18 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"shared_carveout\": " + std::to_string(prm.shared_carveout);
         double ms = median_ms(
             [&] {
-              interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work);
+              interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts);
               Kokkos::deep_copy(gh, 0.0f);
               Kokkos::deep_copy(f, 0.0);
               Kokkos::deep_copy(vatom, 0.0);
-              interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work);
+              interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work, ts);
             },
             warmup, reps);
         write_result(out,
                      {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);
         if (cap != default_cap) continue;  // the forward does not change
-        ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work); }, warmup, reps);
+        ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts); }, warmup, reps);
         write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);
       }

@@ -13,7 +13,9 @@
 # BATMOBILE_QUICK_BASE=TAR: an A/B against a baseline tree (TAR = `git archive REV` of the baseline, relative to
 # the repo root, e.g. in .carry/): its benchmark is built beside this one and both run radial mode 2 back to back
 # on BATMOBILE_QUICK_AB_CASES (default the quick cases) into OUTDIR/ab_{base,new}_CASE.jsonl;
-# BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views).
+# BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
+# BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
+# changed). BATMOBILE_QUICK_AB settings may join several variables with '+' ("A=1+B=2:name").
 # Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
@@ -43,7 +45,9 @@ if [ -n "${BATMOBILE_QUICK_BASE:-}" ]; then  # the baseline's benchmark, built b
   BPID=$!
 fi
 say "configured"
-cmake --build "$B" -j "$(nproc)" --target test_interaction test_conv_weights batmobile_bench > "$OUT/build.log" 2>&1 ||
+CONV=${BATMOBILE_QUICK_CONV:-1}
+cmake --build "$B" -j "$(nproc)" --target test_interaction batmobile_bench $([ "$CONV" = 1 ] && echo test_conv_weights) \
+  > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
 if [ -n "$BB" ]; then
   wait "$BPID" || { say "base build failed"; grep -m5 -A5 "error" "$OUT/build_base.log"; exit 1; }
@@ -53,8 +57,10 @@ rc=0
 "$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 ||
   rc=1
 tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_interaction.log" | head -20
-"$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
-tail -n 2 "$OUT/test_conv_weights.log"
+if [ "$CONV" = 1 ]; then
+  "$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
+  tail -n 2 "$OUT/test_conv_weights.log"
+fi
 say "tests done (rc=$rc)"
 CASES=(${BATMOBILE_QUICK_CASES:-1000:20:32 10000:30:64})
 for c in "${CASES[@]}"; do
@@ -75,7 +81,8 @@ if [ -n "$BB" ]; then
 fi
 for ab in ${BATMOBILE_QUICK_AB:-}; do
   for c in "${CASES[@]}"; do
-    env "${ab%%:*}" "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
+    IFS=+ read -r -a abvars <<<"${ab%%:*}"
+    env "${abvars[@]}" "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
       --out "$OUT/bench_${ab#*:}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
     echo "== ${ab%%:*}"; cat "$OUT/bench_${ab#*:}_${c//:/_}.jsonl"
   done

@@ -13,6 +13,9 @@
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
+//   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel the CUDA occupancy calculator
+//       fits on one SM with that much team scratch (Kokkos 3.4 adds 8 (team_size + 2) bytes of its own shared
+//       memory per block); -1 off CUDA. Throws on a CUDA error.
 // Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
@@ -60,6 +63,23 @@ void set_shared_carveout(int percent) {
   }
 #endif
   (void)percent;
+}
+
+template <class Functor, class Policy>
+int blocks_per_sm(int team_size, size_t scratch_bytes) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
+    int blocks = 0;
+    const size_t kokkos_shmem = sizeof(double) * (size_t(team_size) + 2);
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, detail::kokkos_cuda_kernel<Functor, Policy>(), team_size, scratch_bytes + kokkos_shmem);
+    if (err != cudaSuccess)
+      throw std::runtime_error(std::string("batmobile: occupancy query failed: ") + cudaGetErrorString(err));
+    return blocks;
+  }
+#endif
+  (void)team_size, (void)scratch_bytes;
+  return -1;
 }
 
 template <class Functor, class Policy>

@@ -1061,6 +1061,44 @@ struct InteractionWork {
   }
 };
 
+// LayerParams::adjoint_min_blocks = 3 (the default): the adjoint kernels launch with Kokkos::LaunchBounds<128, 3>,
+// i.e. at most 168 registers, 3 blocks of 128 threads per SM instead of 2 (ptxas sm_90, float L = 2, radial mode 1/2:
+// receiver adjoint 168 registers 0 B spills, sender 168 / 28 B; uncapped 238 / 247). Compiled only where it can
+// apply, to keep the build time: device back-ends, float, DKM = kSmallDk, radial mode >= 1 kernels; used there when
+// the team has <= 128 threads.
+template <class Kern, class Tag>
+inline constexpr bool adjoint_cap_compiled = !runs_on_host<typename Kern::exec> &&
+                                             std::is_same<typename Kern::scalar, float>::value &&
+                                             Kern::dkm == kSmallDk && Tag::gemm;
+
+template <class Kern, class Tag>
+bool adjoint_capped(const Kern& kern, int team_size) {
+  return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
+}
+
+// The largest basis chunk, from kern.gsc down in steps of the radial chunk kern.gch, with which the kernel (as
+// launch_fused / launch_adjoint will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
+// scratch must not cost occupancy. On the H200, 64-edge basis chunks (~38 KB of scratch) took the capped adjoints
+// with teams of 64 from 6 to 5 blocks per SM: MD at 10,368 atoms 25.4 vs 28.3 steps/s (session 8).
+template <class Tag, class Kern>
+int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size) {
+  const auto& p = kern.prm;
+  const int S = edge_split(team_size, p.C);
+  const bool overlap = Kern::chunk_overlap(team_size);
+  auto blocks = [&](int gsc) {
+    const size_t bytes = Kern::scratch_bytes(p.C, p.H, p.dk, adjoint, S, kern.gch, overlap, gsc);
+    using Plain = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
+    using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
+    if constexpr (adjoint_cap_compiled<Kern, Tag>)
+      if (adjoint_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, Capped>(team_size, bytes);
+    return blocks_per_sm<Kern, Plain>(team_size, bytes);
+  };
+  const int want = blocks(kern.gch);
+  int gsc = kern.gsc;
+  while (gsc > kern.gch && blocks(gsc) < want) gsc -= kern.gch;
+  return gsc;
+}
+
 // Team policy of kernel `kern` for n atoms; sets kern.gch (radial mode 1 chunk, 0: mode 0) and kern.gsc (its basis
 // chunk: basis_chunk_for, after the radial chunk is chosen, so that it never costs a smaller one). team_size: 0 =
 // automatic (host back-ends: 1, channels looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered
@@ -1099,6 +1137,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool overlap = Kern::chunk_overlap(team_size);
   kern.gsc = Kern::basis_chunk_for(C, H, dk, adjoint, S, kern.gch, overlap, host ? size_t(-1) : limit,
                                    kern.prm.basis_chunk);
+  if (!host && kern.gsc > kern.gch) kern.gsc = basis_chunk_keeping_occupancy<Tag>(kern, adjoint, team_size);
   const size_t bytes = Kern::scratch_bytes(C, H, dk, adjoint, S, kern.gch, overlap, kern.gsc);
   // host team scratch is ordinary memory; on GPUs it is the shared memory of one block
   if (!host && bytes > limit)
@@ -1116,21 +1155,6 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
     if (kern.gch > 0) return f(pol);
   }
   f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
-}
-
-// LayerParams::adjoint_min_blocks = 3 (the default): the adjoint kernels launch with Kokkos::LaunchBounds<128, 3>,
-// i.e. at most 168 registers, 3 blocks of 128 threads per SM instead of 2 (ptxas sm_90, float L = 2, radial mode 1/2:
-// receiver adjoint 168 registers 0 B spills, sender 168 / 28 B; uncapped 238 / 247). Compiled only where it can
-// apply, to keep the build time: device back-ends, float, DKM = kSmallDk, radial mode >= 1 kernels; used there when
-// the team has <= 128 threads.
-template <class Kern, class Tag>
-inline constexpr bool adjoint_cap_compiled = !runs_on_host<typename Kern::exec> &&
-                                             std::is_same<typename Kern::scalar, float>::value &&
-                                             Kern::dkm == kSmallDk && Tag::gemm;
-
-template <class Kern, class Tag>
-bool adjoint_capped(const Kern& kern, int team_size) {
-  return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
 }
 
 // parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
