@@ -13,9 +13,13 @@
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
-//   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel the CUDA occupancy calculator
-//       fits on one SM with that much team scratch (Kokkos 3.4 adds 8 (team_size + 2) bytes of its own shared
-//       memory per block); -1 off CUDA. Throws on a CUDA error.
+//   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel that fit on one SM with that
+//       much team scratch, by registers (its numRegs, allocated per warp in units of 256), threads, blocks and
+//       shared memory (the SM's whole shared capacity, as after Kokkos's "prefer shared"; Kokkos 3.4 adds
+//       8 (team_size + 2) bytes per block, CUDA reserves reservedSharedMemPerBlock); -1 off CUDA. Not the CUDA
+//       occupancy calculator: before a kernel's first launch that one assumes the default carveout (on the H200
+//       it picked 40/44-edge basis chunks for teams of 128 where 3 blocks of ~38 KB fit after the launch).
+//       Throws on a CUDA error.
 // Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
@@ -69,13 +73,26 @@ template <class Functor, class Policy>
 int blocks_per_sm(int team_size, size_t scratch_bytes) {
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
-    int blocks = 0;
-    const size_t kokkos_shmem = sizeof(double) * (size_t(team_size) + 2);
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, detail::kokkos_cuda_kernel<Functor, Policy>(), team_size, scratch_bytes + kokkos_shmem);
+    static const cudaDeviceProp prop = [] {
+      cudaDeviceProp p{};
+      int dev = 0;
+      if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        throw std::runtime_error("batmobile: cannot read the CUDA device properties");
+      return p;
+    }();
+    cudaFuncAttributes attr;
+    const cudaError_t err = cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>());
     if (err != cudaSuccess)
-      throw std::runtime_error(std::string("batmobile: occupancy query failed: ") + cudaGetErrorString(err));
-    return blocks;
+      throw std::runtime_error(std::string("batmobile: kernel attributes: ") + cudaGetErrorString(err));
+    const int warps = (team_size + 31) / 32;
+    const int warp_regs = (attr.numRegs * 32 + 255) / 256 * 256;  // allocated per warp in units of 256
+    const int by_regs = warp_regs > 0 ? prop.regsPerMultiprocessor / warp_regs / warps : prop.maxBlocksPerMultiProcessor;
+    const size_t block_shmem = scratch_bytes + sizeof(double) * (size_t(team_size) + 2) + prop.reservedSharedMemPerBlock;
+    const int by_shmem = int(prop.sharedMemPerMultiprocessor / block_shmem);
+    const int by_threads = prop.maxThreadsPerMultiProcessor / (warps * 32);
+    int blocks = by_regs < by_shmem ? by_regs : by_shmem;
+    blocks = blocks < by_threads ? blocks : by_threads;
+    return blocks < prop.maxBlocksPerMultiProcessor ? blocks : prop.maxBlocksPerMultiProcessor;
   }
 #endif
   (void)team_size, (void)scratch_bytes;

@@ -1078,8 +1078,9 @@ bool adjoint_capped(const Kern& kern, int team_size) {
 
 // The largest basis chunk, from kern.gsc down in steps of the radial chunk kern.gch, with which the kernel (as
 // launch_fused / launch_adjoint will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
-// scratch must not cost occupancy. On the H200, 64-edge basis chunks (~38 KB of scratch) took the capped adjoints
-// with teams of 64 from 6 to 5 blocks per SM: MD at 10,368 atoms 25.4 vs 28.3 steps/s (session 8).
+// scratch must not cost occupancy. On the H200 (session 8), 64-edge basis chunks (~38 KB of scratch): teams of 128
+// (3 blocks per SM either way) MD at 648 atoms 292.0 vs 271.7 steps/s with one pass per radial chunk; teams of 64
+// (MD from kManyAtoms on; 6 -> 5 blocks per SM) 10,368 atoms 25.4 vs 28.3.
 template <class Tag, class Kern>
 int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size) {
   const auto& p = kern.prm;
