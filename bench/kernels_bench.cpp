@@ -245,7 +245,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
     // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
     const char* basis_env = std::getenv("BATMOBILE_BASIS_CHUNK");
-    prm.basis_chunk = basis_env ? std::atoi(basis_env) : 0;
+    if (basis_env) prm.basis_chunk = std::atoi(basis_env);
     // BATMOBILE_BENCH_TEAM=N: the attention ops with teams of N threads (C * S; 0 or unset: automatic), e.g. the
     // halved edge split that MD uses from kManyAtoms local atoms on (src/model/model_impl.hpp)
     const char* team_env = std::getenv("BATMOBILE_BENCH_TEAM");

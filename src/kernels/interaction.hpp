@@ -95,8 +95,11 @@ struct LayerParams {
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
   // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the
-  // largest that fits the team scratch). 1 = one prepare pass per radial chunk (as before session 8).
-  int basis_chunk = 0;
+  // largest that fits the team scratch without costing blocks per SM: basis_chunk_keeping_occupancy); 1 = one
+  // prepare pass per radial chunk. Default 1 until the automatic choice in its present form has run on a GPU: on
+  // the H200, 64-edge chunks gave MD at 648 atoms 292.0 vs 271.7 steps/s but cost teams of 64 a block per SM
+  // (10,368 atoms 25.4 vs 28.3); the occupancy guard that followed is compiled for sm_90, not yet measured.
+  int basis_chunk = 1;
   // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so, 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
   // 1.06 ms (session 7)

@@ -423,8 +423,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     threads per SM; adjoint_capped), 0: uncapped;
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
     //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
-    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
-    //     that fits; 1: one pass per radial chunk, as before session 8).
+    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
+    //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
     using model_detail::env_switch;
     if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       for (auto& prm : fused_->params) prm.radial_mode = *m;

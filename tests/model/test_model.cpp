@@ -348,7 +348,7 @@ TEST(ModelEnv, FusedKernelSwitches) {
     setenv("BATMOBILE_BASIS_CHUNK", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
-  setenv("BATMOBILE_BASIS_CHUNK", "1", 1);  // one prepare pass per radial chunk: the same edge order, the same numbers
+  setenv("BATMOBILE_BASIS_CHUNK", "0", 1);  // automatic basis chunks: the same edge order, the same numbers
   Model<float, Exec> per_chunk(load(), EdgeBackend::Fused);
   const Evaluation d = evaluate(per_chunk, r.pos, r.species, r.cell, r.pbc);
   unsetenv("BATMOBILE_BASIS_CHUNK");
