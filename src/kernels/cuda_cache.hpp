@@ -19,7 +19,7 @@
 //       8 (team_size + 2) bytes per block, CUDA reserves reservedSharedMemPerBlock); -1 off CUDA. Not the CUDA
 //       occupancy calculator: before a kernel's first launch that one assumes the default carveout (on the H200
 //       it picked 40/44-edge basis chunks for teams of 128 where 3 blocks of ~38 KB fit after the launch).
-//       Throws on a CUDA error.
+//       Throws on a CUDA error. The arithmetic: blocks_per_sm_for(SmLimits, registers, team_size, scratch_bytes).
 // Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
@@ -69,30 +69,42 @@ void set_shared_carveout(int percent) {
   (void)percent;
 }
 
+// What blocks_per_sm counts, for a kernel of `regs` registers per thread on an SM with these limits (pure, so that
+// tests check it on any back-end; H200: 65536 registers, 2048 threads, 32 blocks, 233472 B of shared memory, 1024 B
+// reserved per block).
+struct SmLimits {
+  int regs = 65536, threads = 2048, blocks = 32;
+  size_t shmem = 233472, reserved_per_block = 1024;
+};
+inline int blocks_per_sm_for(const SmLimits& sm, int regs, int team_size, size_t scratch_bytes) {
+  const int warps = (team_size + 31) / 32;
+  const int warp_regs = (regs * 32 + 255) / 256 * 256;  // allocated per warp in units of 256
+  const int by_regs = warp_regs > 0 ? sm.regs / warp_regs / warps : sm.blocks;
+  const size_t block_shmem = scratch_bytes + sizeof(double) * (size_t(team_size) + 2) + sm.reserved_per_block;
+  const int by_shmem = int(sm.shmem / block_shmem);
+  const int by_threads = sm.threads / (warps * 32);
+  int blocks = by_regs < by_shmem ? by_regs : by_shmem;
+  blocks = blocks < by_threads ? blocks : by_threads;
+  return blocks < sm.blocks ? blocks : sm.blocks;
+}
+
 template <class Functor, class Policy>
 int blocks_per_sm(int team_size, size_t scratch_bytes) {
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
-    static const cudaDeviceProp prop = [] {
+    static const SmLimits sm = [] {
       cudaDeviceProp p{};
       int dev = 0;
       if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
         throw std::runtime_error("batmobile: cannot read the CUDA device properties");
-      return p;
+      return SmLimits{p.regsPerMultiprocessor, p.maxThreadsPerMultiProcessor, p.maxBlocksPerMultiProcessor,
+                      p.sharedMemPerMultiprocessor, p.reservedSharedMemPerBlock};
     }();
     cudaFuncAttributes attr;
     const cudaError_t err = cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>());
     if (err != cudaSuccess)
       throw std::runtime_error(std::string("batmobile: kernel attributes: ") + cudaGetErrorString(err));
-    const int warps = (team_size + 31) / 32;
-    const int warp_regs = (attr.numRegs * 32 + 255) / 256 * 256;  // allocated per warp in units of 256
-    const int by_regs = warp_regs > 0 ? prop.regsPerMultiprocessor / warp_regs / warps : prop.maxBlocksPerMultiProcessor;
-    const size_t block_shmem = scratch_bytes + sizeof(double) * (size_t(team_size) + 2) + prop.reservedSharedMemPerBlock;
-    const int by_shmem = int(prop.sharedMemPerMultiprocessor / block_shmem);
-    const int by_threads = prop.maxThreadsPerMultiProcessor / (warps * 32);
-    int blocks = by_regs < by_shmem ? by_regs : by_shmem;
-    blocks = blocks < by_threads ? blocks : by_threads;
-    return blocks < prop.maxBlocksPerMultiProcessor ? blocks : prop.maxBlocksPerMultiProcessor;
+    return blocks_per_sm_for(sm, attr.numRegs, team_size, scratch_bytes);
   }
 #endif
   (void)team_size, (void)scratch_bytes;

@@ -17,7 +17,8 @@
 //
 // Kernels (tagged functors; one team per atom; on GPUs team_size = C * S threads, thread tr works on channel
 // c = tr % C and edge slot s = tr / C ("edge split" S >= 1); on host back-ends one thread loops over channels).
-// Edges are processed in chunks of CH = 16: the team first computes, once per edge, the geometry, Bessel basis
+// Edges are processed in chunks of CH = 16 (radial mode 1: radial chunks of 2-8 edges inside basis chunks, see
+// prepare_basis): the team first computes, once per edge, the geometry, Bessel basis
 // and the radial MLP hidden layer into team scratch (shared by all channels); then every channel computes its
 // own radial-MLP outputs, SH, CG products and logit in registers; with S > 1, slot s takes the chunk edges
 // t = s (mod S) and the S per-thread partials of a channel are merged in team scratch at the end of the atom, in
@@ -1079,6 +1080,14 @@ bool adjoint_capped(const Kern& kern, int team_size) {
   return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
 }
 
+// The largest of gsc, gsc - gch, ..., gch whose blocks(.) is at least blocks(gch) (pure; tests check it anywhere).
+template <class Blocks>
+int largest_chunk_keeping(int gsc, int gch, const Blocks& blocks) {
+  const int want = blocks(gch);
+  while (gsc > gch && blocks(gsc) < want) gsc -= gch;
+  return gsc;
+}
+
 // The largest basis chunk, from kern.gsc down in steps of the radial chunk kern.gch, with which the kernel (as
 // launch_fused / launch_adjoint will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
 // scratch must not cost occupancy. On the H200 (session 8), 64-edge basis chunks (~38 KB of scratch): teams of 128
@@ -1097,10 +1106,7 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
       if (adjoint_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, Capped>(team_size, bytes);
     return blocks_per_sm<Kern, Plain>(team_size, bytes);
   };
-  const int want = blocks(kern.gch);
-  int gsc = kern.gsc;
-  while (gsc > kern.gch && blocks(gsc) < want) gsc -= kern.gch;
-  return gsc;
+  return largest_chunk_keeping(kern.gsc, kern.gch, blocks);
 }
 
 // Team policy of kernel `kern` for n atoms; sets kern.gch (radial mode 1 chunk, 0: mode 0) and kern.gsc (its basis

@@ -439,8 +439,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
     // keep one thread per team (their thread count may be below C).
-    if (const char* team = std::getenv("BATMOBILE_INTERACTION_TEAM"))
-      if (!kernels::runs_on_host<ExecSpace>) fused_->team_size = std::max(0, std::atoi(team));
+    if (const auto team = env_switch("BATMOBILE_INTERACTION_TEAM", [](int v) { return v <= 1024; },
+                                     "0 (automatic) or a team size C x S of at most 1024"))
+      if (!kernels::runs_on_host<ExecSpace>) fused_->team_size = *team;
   }
 }
 

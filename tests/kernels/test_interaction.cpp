@@ -726,6 +726,27 @@ TEST(Interaction, BasisChunks) {
       }
 }
 
+// The occupancy arithmetic of the basis-chunk guard on the H200's limits, for the water model's capped adjoints
+// (168 registers) and forward (129), and the chunk search it drives.
+TEST(Interaction, BasisChunkOccupancy) {
+  const SmLimits h200;
+  // teams of 128: 3 blocks by registers whether the scratch is 23 or 38 KB
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 128, 23000), 3);
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 128, 38000), 3);
+  // teams of 64 (MD from 2,048 atoms on): 6 by registers; 38 KB of scratch leaves room for 5 only
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 64, 23000), 6);
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 64, 38000), 5);
+  EXPECT_EQ(blocks_per_sm_for(h200, 129, 128, 23000), 3);  // 129 -> 136 registers per thread as allocated: 15 warps
+  EXPECT_EQ(blocks_per_sm_for(h200, 32, 128, 0), 16);      // threads: 2048 / 128
+  EXPECT_EQ(blocks_per_sm_for(h200, 16, 32, 0), 32);       // the block limit
+  // the search: the largest chunk (in steps of gch) that keeps blocks(gch)
+  auto blocks = [](int gsc) { return gsc <= 48 ? 6 : 5; };
+  EXPECT_EQ(largest_chunk_keeping(64, 4, blocks), 48);
+  EXPECT_EQ(largest_chunk_keeping(64, 8, [](int) { return 3; }), 64);
+  EXPECT_EQ(largest_chunk_keeping(8, 8, blocks), 8);
+  EXPECT_EQ(largest_chunk_keeping(60, 4, [](int g) { return g == 4 ? 7 : 6; }), 4);
+}
+
 // Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max
 // 1024): radial mode 1 takes the largest S whose chunk of >= S edges fits, else mode 0.
 template <class T, int L>

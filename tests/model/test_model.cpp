@@ -344,6 +344,11 @@ TEST(ModelEnv, FusedKernelSwitches) {
   unsetenv("BATMOBILE_SHMEM_CARVEOUT");
   EXPECT_EQ(c.energy, b.energy);
   EXPECT_EQ(rel_err(c.forces, b.forces), 0.0);
+  for (const char* bad : {"abc", "64x", "-1", "4096"}) {  // atoi read the first three as 0, 64, 0 before
+    setenv("BATMOBILE_INTERACTION_TEAM", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
+  unsetenv("BATMOBILE_INTERACTION_TEAM");
   for (const char* bad : {"65", "-1", "8x"}) {
     setenv("BATMOBILE_BASIS_CHUNK", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
