@@ -474,12 +474,17 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   need(dm_, n_local, KC, "bm_dm");
   need(do_, n_local, KC, "bm_do");
   need(obar_, n_local, A, "bm_obar");
-  need(edge_p_, n_edges, A, "bm_edge_p");
-  need(edge_ds_, n_edges, A, "bm_edge_ds");
   auto need1 = [&](auto& v, size_t n0, const char* name) {
     if (v.extent(0) < n0) v = std::decay_t<decltype(v)>(std::string(name), grow(n0));
   };
-  need1(edge_grad_, n_edges, "bm_edge_grad");
+  // Per-edge arrays of the reference backend's adjoint only: the fused kernels keep nothing per edge (56 B per edge
+  // in float, times the edges per atom of the neighbour list incl. its skin, that the fused backend allocated and
+  // zero-filled every step before session 8)
+  if (backend_ != EdgeBackend::Fused) {
+    need(edge_p_, n_edges, A, "bm_edge_p");
+    need(edge_ds_, n_edges, A, "bm_edge_ds");
+    need1(edge_grad_, n_edges, "bm_edge_grad");
+  }
   need1(edge_recv_, n_edges, "bm_edge_recv");
   need1(send_offsets_, n_all + 1, "bm_send_offsets");
   need1(send_edges_, n_edges, "bm_send_edges");
@@ -817,7 +822,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
 
   // ------------------------------------------------------------------ adjoint, layer by layer
   auto egrad = edge_grad_;
-  Kokkos::deep_copy(egrad, 0.0);
+  if (!fused) Kokkos::deep_copy(egrad, 0.0);
   auto dmv = dm_;
   auto dov = do_;
   auto obar = obar_;
