@@ -90,7 +90,8 @@ for c in ${BATMOBILE_SESSION_KBENCH_AB:+1000:20:32 10000:30:64}; do
   timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 --out "$OUT/kbench_ab_plain.jsonl" \
     >> "$OUT/kbench_ab.log" 2>&1
   for ab in $BATMOBILE_SESSION_KBENCH_AB; do
-    env "${ab%%:*}" timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
+    IFS=+ read -r -a abvars <<<"${ab%%:*}"  # several variables joined by '+', as in BATMOBILE_MD_AB
+    env "${abvars[@]}" timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
       --out "$OUT/kbench_ab_${ab#*:}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
   done
 done

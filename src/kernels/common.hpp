@@ -158,7 +158,7 @@ KOKKOS_INLINE_FUNCTION T envelope(T d, T rc, T* du) {
 // Bessel basis B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d for n = 1..nb (B[n - 1]) and dB_n/dd, n <= NMAX (the
 // register bound; entries nb..NMAX-1 are zero). One sin/cos pair, then sin/cos((n + 1) x) by a rotation by x
 // (norm-preserving: the rounding error grows ~linearly in n, ~1e-6 relative in float at n = 16), so that a thread
-// that needs the whole basis does not evaluate nb sin/cos pairs in series (InteractionKernel::prepare_chunk).
+// that needs the whole basis does not evaluate nb sin/cos pairs in series (InteractionKernel::prepare_basis).
 template <int NMAX, class T>
 KOKKOS_INLINE_FUNCTION void bessel_basis(T d, T rc, int nb, T* B, T* dB) {
   const T pi = T(3.14159265358979323846);
@@ -175,6 +175,7 @@ KOKKOS_INLINE_FUNCTION void bessel_basis(T d, T rc, int nb, T* B, T* dB) {
     s = sn;
   }
 }
+
 template <class T>
 KOKKOS_INLINE_FUNCTION T silu(T x, T* ds) {
   const T sg = T(1) / (T(1) + exp(-x));

@@ -100,11 +100,15 @@ int blocks_per_sm(int team_size, size_t scratch_bytes) {
       return SmLimits{p.regsPerMultiprocessor, p.maxThreadsPerMultiProcessor, p.maxBlocksPerMultiProcessor,
                       p.sharedMemPerMultiprocessor, p.reservedSharedMemPerBlock};
     }();
-    cudaFuncAttributes attr;
-    const cudaError_t err = cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>());
-    if (err != cudaSuccess)
-      throw std::runtime_error(std::string("batmobile: kernel attributes: ") + cudaGetErrorString(err));
-    return blocks_per_sm_for(sm, attr.numRegs, team_size, scratch_bytes);
+    // per kernel, read once: the launch policies ask at every step (atom_team_policy)
+    static const int regs = [] {
+      cudaFuncAttributes attr;
+      const cudaError_t err = cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>());
+      if (err != cudaSuccess)
+        throw std::runtime_error(std::string("batmobile: kernel attributes: ") + cudaGetErrorString(err));
+      return attr.numRegs;
+    }();
+    return blocks_per_sm_for(sm, regs, team_size, scratch_bytes);
   }
 #endif
   (void)team_size, (void)scratch_bytes;
