@@ -15,8 +15,6 @@
 //   bessel_basis<NMAX>(d, rc, nb, B, dB)  B_n(d) = sqrt(2/rc) sin(n pi d / rc) / d, n = 1..nb, and derivatives
 //   silu(x, &ds)
 //   runs_on_host<ExecSpace>            true for host back-ends (Serial, OpenMP): one thread per team there
-//   LightWeight, LightRange<Exec>, LightTeam<Exec, Traits...>, light(policy), light_t<Policy>
-//                                      policies whose CUDA kernels take their functor as kernel arguments (below)
 //   channel_sum<ExecSpace>(rank, v)    sum of v[N] over a slot of team threads (a warp on CUDA, shuffles; one thread
 //                                      elsewhere); returns the slot in the thread holding the sum, -1 in the others;
 //                                      channel_sum_slots<ExecSpace>(team size) slots per team
@@ -30,24 +28,6 @@ namespace batmobile {
 namespace kernels {
 
 KOKKOS_INLINE_FUNCTION constexpr int num_sh(int L) { return (L + 1) * (L + 1); }
-
-// Kokkos 3.4 on CUDA launches a kernel whose functor exceeds 512 B through one constant-memory buffer shared by all
-// kernels, and before each such launch the host waits until the previous one has finished (cudaEventSynchronize in
-// CudaParallelLaunchKernelInvoker): the host cannot queue work ahead of the GPU, the GPU idles while the host wakes
-// up to launch the next kernel, and two such kernels never overlap. With the light-weight hint the functor goes as
-// kernel arguments (up to 4 KB; beyond, through global memory), asynchronously. Every Batmobile kernel that runs
-// per MD step uses these policies. Off CUDA the hint does nothing.
-using LightWeight = Kokkos::Experimental::WorkItemProperty::HintLightWeight_t;
-template <class Exec, class... Traits>
-using LightRange = Kokkos::RangePolicy<Exec, LightWeight, Traits...>;
-template <class Exec, class... Traits>
-using LightTeam = Kokkos::TeamPolicy<Exec, LightWeight, Traits...>;
-template <class Policy>
-auto light(const Policy& p) {
-  return Kokkos::Experimental::require(p, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
-}
-template <class Policy>
-using light_t = decltype(light(std::declval<Policy>()));
 
 // Host back-ends loop channels in one thread per team; GPUs give a team several threads.
 template <class ExecSpace>

@@ -1116,8 +1116,8 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
     using Plain = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
     using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
     if constexpr (adjoint_cap_compiled<Kern, Tag>)
-      if (adjoint_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, light_t<Capped>>(team_size, bytes);
-    return blocks_per_sm<Kern, light_t<Plain>>(team_size, bytes);
+      if (adjoint_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, Capped>(team_size, bytes);
+    return blocks_per_sm<Kern, Plain>(team_size, bytes);
   };
   return largest_chunk_keeping(kern.gsc, kern.gch, blocks);
 }
@@ -1181,11 +1181,10 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
 }
 
 // parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
-// Light-weight launch (common.hpp: no host wait for the previous kernel, so the two adjoints can overlap).
 template <class Kern, class Pol>
 void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
-  Kokkos::parallel_for(name, light(pol), kern);
-  if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, light_t<Pol>>(kern.prm.shared_carveout);
+  Kokkos::parallel_for(name, pol, kern);
+  if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
 }
 
 // Policy P with pol's league, team and scratch, on execution-space instance `space`.
@@ -1286,8 +1285,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   if (ATTN) {
     ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for("batmobile::project_qk",
-                         Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>, LightWeight>({0, 0}, {g.n_total, prm.A * prm.dk}),
-                         pq);
+                         Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {g.n_total, prm.A * prm.dk}), pq);
   }
   Kern kern;
   bind_layer(kern, g, prm, h, o, work);
@@ -1341,8 +1339,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for(
         "batmobile::project_qk_adj",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>, typename ProjectQK<T, Device>::Adjoint, LightWeight>(
-            {0, 0}, {g.n_total, prm.C}),
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>, typename ProjectQK<T, Device>::Adjoint>({0, 0}, {g.n_total, prm.C}),
         pq);
   }
 }

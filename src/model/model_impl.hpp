@@ -223,7 +223,7 @@ void IndexMapGhostExchange<T, ExecSpace>::forward(FeatureView h) {
   const int nl = n_local_, width = static_cast<int>(h.extent(1)), ng = static_cast<int>(owner.extent(0));
   if (ng == 0) return;
   Kokkos::parallel_for(
-      "bm_ghost_forward", kernels::LightRange<ExecSpace>(0, ng * width), KOKKOS_LAMBDA(int n) {
+      "bm_ghost_forward", Kokkos::RangePolicy<ExecSpace>(0, ng * width), KOKKOS_LAMBDA(int n) {
         const int g = n / width, x = n % width;
         h(nl + g, x) = h(owner(g), x);
       });
@@ -236,12 +236,12 @@ void IndexMapGhostExchange<T, ExecSpace>::reverse(FeatureView dh) {
   const int nl = n_local_, width = static_cast<int>(dh.extent(1)), ng = static_cast<int>(list.extent(0));
   if (ng == 0) return;
   Kokkos::parallel_for(
-      "bm_ghost_reverse", kernels::LightRange<ExecSpace>(0, nl * width), KOKKOS_LAMBDA(int n) {
+      "bm_ghost_reverse", Kokkos::RangePolicy<ExecSpace>(0, nl * width), KOKKOS_LAMBDA(int n) {
         const int i = n / width, x = n % width;
         for (int q = off(i); q < off(i + 1); ++q) dh(i, x) += dh(nl + list(q), x);
       });
   Kokkos::parallel_for(
-      "bm_ghost_reverse_zero", kernels::LightRange<ExecSpace>(0, ng * width),
+      "bm_ghost_reverse_zero", Kokkos::RangePolicy<ExecSpace>(0, ng * width),
       KOKKOS_LAMBDA(int n) { dh(nl + n / width, n % width) = 0; });
 }
 
@@ -553,7 +553,7 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
                                   Results<ExecSpace>& out) {
   using namespace model_detail;
-  using Policy = kernels::LightRange<ExecSpace>;  // light-weight launches (kernels/common.hpp)
+  using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = graph.n_local, na = graph.n_all;
   int n_edges = 0;
   if (nl > 0) {  // one value: the edge count is the last receiver offset
@@ -577,7 +577,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // per-atom work over tens of items (an atom's edges, the readout's hidden units): a warp per atom is plenty
   const int warp_team = std::min(node_team, 32);
   auto node_policy = [node_team](int n, size_t bytes) {
-    return kernels::LightTeam<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
+    return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
   const size_t node_scratch = ScratchT::shmem_size(KC) + 64;
   const size_t node_adj_scratch = 3 * ScratchT::shmem_size(KC) + ScratchT::shmem_size(std::max(1, L * C)) + 256;
@@ -796,7 +796,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
   Kokkos::parallel_reduce(
       "bm_readout",
-      kernels::LightTeam<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
+      Kokkos::TeamPolicy<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
       KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
         const int i = team.league_rank();
         const int s = species(i);

@@ -10,8 +10,6 @@
 #include <Kokkos_Core.hpp>
 #include <stdexcept>
 
-#include "kernels/common.hpp"
-
 namespace batmobile {
 
 // Integer counters only (index bookkeeping, not the physics kernels); sorting each sender's segment by edge id makes
@@ -22,14 +20,14 @@ void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, Exec
                       const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
                       const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
                       const Kokkos::View<int*, ExecSpace>& fill, int team_size, int cap = 1024) {
-  using Policy = kernels::LightRange<ExecSpace>;  // light-weight launches (kernels/common.hpp)
+  using Policy = Kokkos::RangePolicy<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchI = Kokkos::View<int*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Kokkos::deep_copy(Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
   int bad = 0;
   // a team per receiver, its threads over the receiver's edges (one thread per receiver left GPUs latency-bound)
   Kokkos::parallel_reduce(
-      "bm_csr_count", kernels::LightTeam<ExecSpace>(nl, team_size), KOKKOS_LAMBDA(const Member& team, int& nbad) {
+      "bm_csr_count", Kokkos::TeamPolicy<ExecSpace>(nl, team_size), KOKKOS_LAMBDA(const Member& team, int& nbad) {
         const int i = team.league_rank();
         int tb = 0;
         Kokkos::parallel_reduce(
@@ -66,7 +64,7 @@ void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, Exec
   // scratch, or one-thread teams (host back-ends), use an insertion sort.
   Kokkos::parallel_for(
       "bm_csr_sort",
-      kernels::LightTeam<ExecSpace>(na, team_size).set_scratch_size(0, Kokkos::PerTeam(ScratchI::shmem_size(cap))),
+      Kokkos::TeamPolicy<ExecSpace>(na, team_size).set_scratch_size(0, Kokkos::PerTeam(ScratchI::shmem_size(cap))),
       KOKKOS_LAMBDA(const Member& team) {
         const int j = team.league_rank(), s0 = soff(j), n = soff(j + 1) - s0;
         if (n <= 1) return;

@@ -229,7 +229,7 @@ template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
 {
   using Exec = typename KKImpl::Exec;
-  using Policy = batmobile::kernels::LightRange<Exec>;  // light-weight launches (src/kernels/common.hpp)
+  using Policy = Kokkos::RangePolicy<Exec>;
   const int eflag = eflag_in;
   const int vflag = vflag_in;
   ev_init(eflag, vflag, 0);
@@ -269,7 +269,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   // edges: count per receiver, scan, fill (same filter and order as the CPU style). A team of I.graph_team threads
   // per local atom walks its neighbour list: the one-thread-per-atom version took 69 + 65 us of a 648-atom step on
   // the H200.
-  using TeamPolicy = batmobile::kernels::LightTeam<Exec>;
+  using TeamPolicy = Kokkos::TeamPolicy<Exec>;
   using Member = typename TeamPolicy::member_type;
   const int graph_team = I.graph_team;
   auto count = I.count;

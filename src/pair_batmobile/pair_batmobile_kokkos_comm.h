@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "atom.h"
-#include "kernels/common.hpp"
 #include "comm_brick.h"
 #include "comm_kokkos.h"
 #include "kokkos.h"
@@ -91,7 +90,7 @@ void copy_rows(const char *label, int n, Dst dst, DstRows drow, Src src, SrcRows
   const int w = static_cast<int>(dst.extent(1));
   if (n <= 0 || w <= 0) return;
   Kokkos::parallel_for(
-      label, batmobile::kernels::LightRange<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
+      label, Kokkos::RangePolicy<Exec>(0, n * w), KOKKOS_LAMBDA(int k) {
         const int q = k / w, x = k - q * w;
         if (Add)
           dst(drow(q), x) += src(srow(q), x);
@@ -227,7 +226,7 @@ class SwapGhostExchange : public batmobile::GhostExchange<T, Exec> {
     const int nlocal = p.nlocal, w = static_cast<int>(dh.extent(1));
     if (p.nghost > 0 && w > 0)
       Kokkos::parallel_for(
-          "bm_kk_swap_zero_ghosts", batmobile::kernels::LightRange<Exec>(0, p.nghost * w),
+          "bm_kk_swap_zero_ghosts", Kokkos::RangePolicy<Exec>(0, p.nghost * w),
           KOKKOS_LAMBDA(int k) { dh(nlocal + k / w, k % w) = 0; });
   }
 

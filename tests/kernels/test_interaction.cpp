@@ -670,7 +670,7 @@ TEST(Interaction, AdjointRegisterCap) {
 // results are bitwise those of the default cache split.
 TEST(Interaction, SharedCarveout) {
   using Kern = InteractionKernel<float, Dev, 2, true>;
-  using FwdPolicy = light_t<Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>>;  // as launch_fused
+  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
   // (the attribute itself reads -1 on CUDA too until a carveout is set, so it cannot tell whether we run there)
   if (!carveout_applies<FwdPolicy>) GTEST_SKIP() << "carveouts exist on CUDA only";
   constexpr int L = 2;
