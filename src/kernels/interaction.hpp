@@ -31,8 +31,6 @@
 //                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
-//                                Independent of RecvAdj: with its own force / virial accumulators
-//                                (InteractionWork::f_send) the two run side by side on CUDA (lanes.hpp).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk
@@ -47,13 +45,11 @@
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda_cache.hpp"
 #include "graph.hpp"
-#include "lanes.hpp"
 #include "sh.hpp"
 #include "tensor_core.hpp"
 #include "tp.hpp"
@@ -112,10 +108,6 @@ struct LayerParams {
   // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
   // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
   int shared_carveout = 0;
-  // 1 (default) = the receiver and the sender adjoints of interaction_backward run side by side on two Lanes where
-  // the back-end can overlap them (CUDA) and the caller gave the sender its own force / virial accumulators
-  // (InteractionWork::f_send, vatom_send); 0 = one after the other on the default instance.
-  int concurrent_adjoints = 1;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -1060,11 +1052,6 @@ struct ProjectQK {
 template <class T, class Device>
 struct InteractionWork {
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
-  // Optional, set by the caller: the sender adjoint's own force / virial accumulators (n_total, 3) and (n_total, 6),
-  // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and may run side by
-  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the receiver.
-  Kokkos::View<double**, Kokkos::LayoutRight, Device> f_send, vatom_send;
-  std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
   void resize(int n_recv, int n_total, int A, int dk) {
     if (int(q.extent(0)) != n_recv || int(k.extent(0)) != n_total || int(M.extent(1)) != A ||
         int(q.extent(1)) != A * dk) {
@@ -1187,25 +1174,19 @@ void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
   if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
 }
 
-// Policy P with pol's league, team and scratch, on execution-space instance `space`.
-template <class P, class Pol>
-P policy_on(const typename P::execution_space& space, const Pol& pol) {
-  P p(space, pol.league_size(), pol.team_size());
-  return p.set_scratch_size(0, Kokkos::PerTeam(pol.scratch_size(0)));  // (no per-thread scratch here)
-}
-
-// Launches an adjoint kernel with policy pol on execution-space instance `space` (a Lanes lane or the default).
 template <class Kern, class Pol>
-void launch_adjoint(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
+void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
   using Tag = typename Pol::work_tag;
   if constexpr (adjoint_cap_compiled<Kern, Tag>) {
     if (adjoint_capped<Kern, Tag>(kern, pol.team_size())) {
-      using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
-      launch_fused(name, kern, policy_on<Capped>(space, pol));
+      Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>> capped(pol.league_size(),
+                                                                                      pol.team_size());
+      capped = capped.set_scratch_size(0, Kokkos::PerTeam(pol.team_scratch_size(0)));
+      launch_fused(name, kern, capped);
       return;
     }
   }
-  launch_fused(name, kern, policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag>>(space, pol));
+  launch_fused(name, kern, pol);
 }
 
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
@@ -1317,23 +1298,12 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
-    // the sender's own accumulators, if the caller gave them: then the two kernels write disjoint arrays
-    Kern send = kern;
-    const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
-                     work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
-    if (own) send.f = work.f_send, send.vatom = work.vatom_send;
-    const bool concurrent = own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
-    if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
-    if (concurrent) work.lanes->fork();
-    const exec recv_space = concurrent ? work.lanes->lane(0) : exec();
-    const exec send_space = concurrent ? work.lanes->lane(1) : exec();
     with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_recv_adj", kern, pol, recv_space);
+      launch_adjoint("batmobile::interaction_recv_adj", kern, pol);
     });
-    with_atom_policy<Kern::template SendAdjT>(send, g.n_total, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_send_adj", send, pol, send_space);
+    with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
+      launch_adjoint("batmobile::interaction_send_adj", kern, pol);
     });
-    if (concurrent) work.lanes->join();
   });
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
