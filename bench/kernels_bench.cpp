@@ -246,6 +246,9 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
     const char* basis_env = std::getenv("BATMOBILE_BASIS_CHUNK");
     if (basis_env) prm.basis_chunk = std::atoi(basis_env);
+    // BATMOBILE_CONST_SLOTS=1: every attention op with LayerParams::const_slot_launch = 1 (A/B in separate runs)
+    const char* slots_env = std::getenv("BATMOBILE_CONST_SLOTS");
+    if (slots_env) prm.const_slot_launch = std::atoi(slots_env);
     // BATMOBILE_BENCH_TEAM=N: the attention ops with teams of N threads (C * S; 0 or unset: automatic), e.g. the
     // halved edge split that MD uses from kManyAtoms local atoms on (src/model/model_impl.hpp)
     const char* team_env = std::getenv("BATMOBILE_BENCH_TEAM");
@@ -271,7 +274,8 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
                                   ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
-                                  ", \"shared_carveout\": " + std::to_string(prm.shared_carveout);
+                                  ", \"shared_carveout\": " + std::to_string(prm.shared_carveout) +
+                                  ", \"const_slots\": " + std::to_string(prm.const_slot_launch);
         double ms = median_ms(
             [&] {
               interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts);

@@ -10,6 +10,7 @@
 //       the unified L1 / shared capacity; a hint the driver rounds to a supported split) of the kernel that
 //       Kokkos::parallel_for(Policy, Functor) launches, once per value. Kokkos applies its own preference at the
 //       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
+//   set_kernel_carveout(kernel, percent)            the same for a kernel given by its address (nullptr: nothing)
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
@@ -67,6 +68,19 @@ void set_shared_carveout(int percent) {
   }
 #endif
   (void)percent;
+}
+
+// The same for a kernel given by its address (cuda_launch.hpp's own kernels), at every call; nullptr: nothing.
+inline void set_kernel_carveout(const void* kernel, int percent) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if (!kernel) return;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent);
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("batmobile: setting the shared-memory carveout failed: ") +
+                             cudaGetErrorString(err));
+#else
+  (void)kernel, (void)percent;
+#endif
 }
 
 // What blocks_per_sm counts, for a kernel of `regs` registers per thread on an SM with these limits (pure, so that

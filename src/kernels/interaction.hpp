@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "cuda_cache.hpp"
+#include "cuda_launch.hpp"
 #include "graph.hpp"
 #include "sh.hpp"
 #include "tensor_core.hpp"
@@ -108,6 +109,12 @@ struct LayerParams {
   // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
   // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
   int shared_carveout = 0;
+  // 1 = the fused kernels that MD runs (float, radial mode 1/2: the forward, and the adjoints where they are capped)
+  // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
+  // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
+  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Opt-in until measured on a GPU (prepared
+  // in session 9). basis_chunk = 0's occupancy guard still reads the registers of Kokkos's kernels.
+  int const_slot_launch = 0;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -1167,9 +1174,32 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
   f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
 }
 
+// The launches that LayerParams::const_slot_launch can take over (compiled only there, to keep the build time):
+// CUDA builds, float, radial mode >= 1; the forward with a plain policy, the adjoints (key width <= kSmallDk) capped.
+template <class Kern, class Pol>
+inline constexpr bool const_slots_compiled = [] {
+  using Tag = typename Pol::work_tag;
+  constexpr bool fwd = std::is_same<Tag, typename Kern::template ForwardT<true>>::value;
+  constexpr bool capped = std::is_same<typename Pol::launch_bounds, Kokkos::LaunchBounds<128, 3>>::value;
+  return const_launch_available && !runs_on_host<typename Kern::exec> &&
+         std::is_same<typename Kern::scalar, float>::value && Tag::gemm &&
+         (fwd || (capped && Kern::dkm == kSmallDk));
+}();
+
 // parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
 template <class Kern, class Pol>
 void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
+  if constexpr (const_slots_compiled<Kern, Pol>) {
+    if (kern.prm.const_slot_launch == 1) {
+      parallel_for_const_slots(name, pol, kern);
+      if (kern.prm.shared_carveout > 0) {
+        const auto ks = const_slot_kernels<Kern, Pol>();
+        set_kernel_carveout(ks.first, kern.prm.shared_carveout);
+        set_kernel_carveout(ks.second, kern.prm.shared_carveout);
+      }
+      return;
+    }
+  }
   Kokkos::parallel_for(name, pol, kern);
   if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
 }

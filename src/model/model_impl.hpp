@@ -423,6 +423,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     threads per SM; adjoint_capped), 0: uncapped;
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
     //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
+    //   BATMOBILE_CONST_SLOTS=0|1 1: the fused kernels of MD launched by our own code with their functor in constant
+    //     memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0 (default): by
+    //     Kokkos;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
     using model_detail::env_switch;
@@ -433,6 +436,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
                                    "an integer percentage 0..100"))
       for (auto& prm : fused_->params) prm.shared_carveout = *co;
+    if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+      for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;

@@ -179,12 +179,13 @@ struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
+  int const_slots = 0;                                   // LayerParams::const_slot_launch
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
            std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " basis " +
-           std::to_string(basis_chunk);
+           std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots);
   }
 };
 
@@ -208,6 +209,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.adjoint_min_blocks = ln.min_blocks;
   prm.shared_carveout = ln.carveout;
   prm.basis_chunk = ln.basis_chunk;
+  prm.const_slot_launch = ln.const_slots;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -386,6 +388,16 @@ std::pair<double, double> max_diff(const V& a, const V& b) {
     s = std::max(s, std::fabs(va));
   }
   return {d, s};
+}
+
+// Two kernel runs give bit for bit the same m, o, dE/dh, forces and per-atom virial.
+template <class T>
+void expect_bitwise_equal(const KernelRun<T>& a, const KernelRun<T>& b) {
+  EXPECT_EQ(max_diff(a.m, b.m).first, 0.0);
+  EXPECT_EQ(max_diff(a.o, b.o).first, 0.0);
+  EXPECT_EQ(max_diff(a.gh, b.gh).first, 0.0);
+  EXPECT_EQ(max_diff(a.f, b.f).first, 0.0);
+  EXPECT_EQ(max_diff(a.vatom, b.vatom).first, 0.0);
 }
 
 // Receivers of the edge-split test: 0 and 3 list their neighbours so that only list slots 3 (mod 4), resp.
@@ -670,6 +682,37 @@ TEST(Interaction, SharedCarveout) {
   }
 }
 
+// LayerParams::const_slot_launch (CUDA builds): the fused kernels launched by parallel_for_const_slots (their
+// functor in constant-memory slots of their own, used in turn) give bit for bit the results of Kokkos's launch, over
+// several calls (both slots of each kernel, back to back without a fence between the launches of one call), for the
+// forward and the capped adjoints at teams of 32 and 64.
+TEST(Interaction, ConstSlotLaunch) {
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
+  if (!const_slots_compiled<Kern, FwdPolicy>) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
+  EXPECT_NE((const_slot_kernels<Kern, FwdPolicy>().first), nullptr);
+  constexpr int L = 2;
+  const int C = 8;
+  std::mt19937 rng(99);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
+    for (int mode : {1, 2}) {
+      const Launch plain(ts, mode, 0);
+      const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
+      Launch own = plain;
+      own.const_slots = 1;
+      for (int rep = 0; rep < 3; ++rep) {
+        SCOPED_TRACE(own.str() + " rep " + std::to_string(rep));
+        expect_bitwise_equal(ref, run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, own));
+      }
+    }
+  Launch own(64, 2, 0);
+  own.const_slots = 1;
+  check_against<L>(M, S, E, own);  // and against the reference and finite differences
+}
+
 // LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
 // one prepare pass per radial chunk (basis_chunk = 1): the edge slots see the same edges in the same order.
 // Receivers with up to 89 candidate edges, some beyond r_c: several basis chunks of up to 64 edges, partial last
@@ -701,11 +744,7 @@ TEST(Interaction, BasisChunks) {
           b.basis_chunk = bc;
           SCOPED_TRACE(b.str());
           const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
-          EXPECT_EQ(max_diff(ref.m, run.m).first, 0.0);
-          EXPECT_EQ(max_diff(ref.o, run.o).first, 0.0);
-          EXPECT_EQ(max_diff(ref.gh, run.gh).first, 0.0);
-          EXPECT_EQ(max_diff(ref.f, run.f).first, 0.0);
-          EXPECT_EQ(max_diff(ref.vatom, run.vatom).first, 0.0);
+          expect_bitwise_equal(ref, run);
           EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
           // the launch: basis chunks are multiples of the radial chunk, at most 64 and at most the request
           prm.radial_mode = mode;

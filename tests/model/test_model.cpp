@@ -314,7 +314,8 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
 // The fused kernels' A/B switches are read when the model is built: bad values are errors; switching off the
 // adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
 // not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
-// passes per radial chunk (BATMOBILE_BASIS_CHUNK) change a bit.
+// passes per radial chunk (BATMOBILE_BASIS_CHUNK) nor our own constant-memory launch (BATMOBILE_CONST_SLOTS, CUDA)
+// change a bit.
 TEST(ModelEnv, FusedKernelSwitches) {
   Reference r = read_reference("periodic");
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
@@ -360,6 +361,20 @@ TEST(ModelEnv, FusedKernelSwitches) {
   EXPECT_EQ(d.energy, b.energy);
   EXPECT_EQ(rel_err(d.forces, b.forces), 0.0);
   EXPECT_EQ(rel_err(d.vatom, b.vatom), 0.0);
+  for (const char* bad : {"2", "-1", "on"}) {
+    setenv("BATMOBILE_CONST_SLOTS", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
+  setenv("BATMOBILE_CONST_SLOTS", "1", 1);  // our own constant-memory launch (CUDA): the same code, the same numbers
+  Model<float, Exec> slots(load(), EdgeBackend::Fused);
+  const Evaluation e = evaluate(slots, r.pos, r.species, r.cell, r.pbc);
+  const Evaluation e2 = evaluate(slots, r.pos, r.species, r.cell, r.pbc);  // both slots of each kernel
+  unsetenv("BATMOBILE_CONST_SLOTS");
+  for (const Evaluation* x : {&e, &e2}) {
+    EXPECT_EQ(x->energy, b.energy);
+    EXPECT_EQ(rel_err(x->forces, b.forces), 0.0);
+    EXPECT_EQ(rel_err(x->vatom, b.vatom), 0.0);
+  }
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {

@@ -1,0 +1,167 @@
+// Our own CUDA launch of a Kokkos team-policy kernel: the functor in a constant-memory buffer of its own kernel, two
+// slots per kernel used in turn, so that the host waits only for the launch before the previous one of the same kernel.
+//
+// Why: Kokkos 3.4 launches a functor over 512 B (the fused interaction kernels' is ~1 KB) through one constant-memory
+// buffer shared by all kernels, and before each such launch the host waits (cudaEventSynchronize) until the previous
+// one -- of any kernel -- has finished: the host cannot queue ahead of the GPU and two such kernels never overlap.
+// Its alternatives cost the fused kernels registers (ptxas sm_90, float, L = 2, radial mode 1/2; forward / capped
+// receiver adjoint / capped sender adjoint): constant memory 129 regs, 8/8 B, 40-48/48-72 B of spills; the functor as
+// a kernel parameter (Kokkos's light-weight hint) or as a __grid_constant__ parameter 153 regs with local arrays
+// (1,056-B stack frame), 36/144 B, 52/104 B (MD on the H200 lost 6-7 % with it, session 9); through a global-memory
+// pointer 137 regs, 24/56 B, 280/392 B. So: constant memory, per kernel.
+//
+// Public API (namespace batmobile::kernels):
+//   const_launch_available               true in CUDA builds (compiled by nvcc), where parallel_for_const_slots
+//                                        launches its own kernels
+//   parallel_for_const_slots(name, policy, functor)  Kokkos::parallel_for(name, policy, functor) for a Cuda
+//       TeamPolicy with an explicit team size, vector length 1 and level-0 scratch only: the same grid, block,
+//       dynamic shared memory and "prefer shared" cache preference as Kokkos's launch, on the policy's stream, with
+//       the Kokkos Tools hooks (profilers see the name). Anything else goes to Kokkos::parallel_for. Throws on a
+//       CUDA error or a functor over kConstSlotBytes.
+//   const_slot_kernels<Functor, Policy>()  its two kernels (cudaFuncGetAttributes, carveout); {nullptr, nullptr}
+//       where it launches none.
+// Constant memory: 2 x sizeof(ParallelFor driver) per kernel type that is launched this way, beside Kokkos's own
+// 32 KB (64 KB per translation unit in all). Relies on Kokkos 3.4 internals (Impl::ParallelFor's constructor and
+// device operator(), its shared-memory layout: sizeof(double) * (team_size + 2) bytes of team reduction space
+// before the team scratch), like cuda_cache.hpp.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <new>
+
+namespace batmobile {
+namespace kernels {
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDACC__)
+inline constexpr bool const_launch_available = true;
+inline constexpr size_t kConstSlotBytes = 4096;
+namespace detail {
+// one buffer of two slots per driver type (8-byte words)
+template <class Driver>
+__constant__ unsigned long long const_slots[2][(sizeof(Driver) + 7) / 8];
+
+template <class Driver, int Slot>
+__global__ void const_slot_kernel() {
+  reinterpret_cast<const Driver*>(&const_slots<Driver>[Slot][0])->operator()();
+}
+template <class Driver, int Slot, unsigned MaxThreads, unsigned MinBlocks>
+__global__ void __launch_bounds__(MaxThreads, MinBlocks) const_slot_kernel_lb() {
+  reinterpret_cast<const Driver*>(&const_slots<Driver>[Slot][0])->operator()();
+}
+template <class Driver, class LaunchBounds, int Slot>
+struct ConstSlotKernel;
+template <class Driver, int Slot>
+struct ConstSlotKernel<Driver, Kokkos::LaunchBounds<0, 0>, Slot> {
+  static auto get() { return &const_slot_kernel<Driver, Slot>; }
+};
+template <class Driver, unsigned MaxThreads, unsigned MinBlocks, int Slot>
+struct ConstSlotKernel<Driver, Kokkos::LaunchBounds<MaxThreads, MinBlocks>, Slot> {
+  static auto get() { return &const_slot_kernel_lb<Driver, Slot, MaxThreads, MinBlocks>; }
+};
+
+inline void check(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw std::runtime_error("batmobile: " + what + ": " + cudaGetErrorString(err));
+}
+
+template <class Policy>
+struct is_team_policy : std::false_type {};
+template <class... Traits>
+struct is_team_policy<Kokkos::TeamPolicy<Traits...>> : std::true_type {};
+}  // namespace detail
+
+template <class Functor, class Policy>
+constexpr bool const_slots_policy() {
+  return std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value && detail::is_team_policy<Policy>::value;
+}
+
+template <class Functor, class Policy>
+std::pair<const void*, const void*> const_slot_kernels() {
+  if constexpr (const_slots_policy<Functor, Policy>()) {
+    using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
+    using LB = typename Policy::launch_bounds;
+    return {reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 0>::get()),
+            reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 1>::get())};
+  }
+  return {nullptr, nullptr};
+}
+
+template <class Functor, class Policy>
+void parallel_for_const_slots(const std::string& name, const Policy& policy, const Functor& functor) {
+  if constexpr (const_slots_policy<Functor, Policy>()) {
+    using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
+    using LB = typename Policy::launch_bounds;
+    static_assert(sizeof(Driver) <= kConstSlotBytes, "functor too large for a constant-memory slot");
+    const int team = policy.team_size();
+    if (team <= 0 || policy.impl_vector_length() != 1 || policy.scratch_size(1, team) != 0)
+      throw std::invalid_argument("batmobile: parallel_for_const_slots needs an explicit team size, vector length 1 "
+                                  "and no level-1 scratch (" + name + ")");
+    // per driver type: the slot to use next, the event after each slot's last kernel, pinned staging per slot
+    struct State {
+      int next = 0;
+      bool held[2] = {false, false};  // staging[slot] holds a driver (kept until the slot's next use: the copy is async)
+      cudaEvent_t done[2];
+      Driver* staging = nullptr;
+      State() {
+        for (auto& e : done) detail::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "const slots: event");
+        detail::check(cudaMallocHost(reinterpret_cast<void**>(&staging), 2 * sizeof(Driver)), "const slots: staging");
+        for (int s = 0; s < 2; ++s) {
+          const void* k = s == 0 ? reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 0>::get())
+                                 : reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 1>::get());
+          detail::check(cudaFuncSetCacheConfig(k, cudaFuncCachePreferShared), "const slots: cache preference");
+        }
+      }
+    };
+    static State st;  // (never freed: it lives as long as the CUDA context)
+    uint64_t kpID = 0;
+    Policy inner = policy;
+    Kokkos::Tools::Impl::begin_parallel_for(inner, functor, name, kpID);
+    const int slot = st.next;
+    st.next ^= 1;
+    // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
+    // staging driver, must be done before either is overwritten
+    detail::check(cudaEventSynchronize(st.done[slot]), "const slots: wait");
+    if (st.held[slot]) st.staging[slot].~Driver();  // (untracked Views: no reference counts change)
+    // as Kokkos::parallel_for: the driver's Views are untracked copies (no reference counts from the launch)
+    Kokkos::Impl::shared_allocation_tracking_disable();
+    new (&st.staging[slot]) Driver(functor, inner);
+    Kokkos::Impl::shared_allocation_tracking_enable();
+    st.held[slot] = true;
+    const cudaStream_t stream = inner.space().cuda_stream();
+    detail::check(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
+                                          slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
+                                          stream),
+                  "const slots: copy of " + name);
+    const size_t shmem = sizeof(double) * (size_t(team) + 2) + policy.scratch_size(0, team);
+    if (policy.league_size() > 0) {
+      const dim3 grid(unsigned(policy.league_size()), 1, 1), block(1, unsigned(team), 1);
+      if (slot == 0)
+        detail::ConstSlotKernel<Driver, LB, 0>::get()<<<grid, block, shmem, stream>>>();
+      else
+        detail::ConstSlotKernel<Driver, LB, 1>::get()<<<grid, block, shmem, stream>>>();
+      detail::check(cudaGetLastError(), "launching " + name);
+    }
+    detail::check(cudaEventRecord(st.done[slot], stream), "const slots: event record");
+    Kokkos::Tools::Impl::end_parallel_for(inner, functor, name, kpID);
+    return;
+  }
+  Kokkos::parallel_for(name, policy, functor);
+}
+#else
+inline constexpr bool const_launch_available = false;
+template <class Functor, class Policy>
+std::pair<const void*, const void*> const_slot_kernels() {
+  return {nullptr, nullptr};
+}
+template <class Functor, class Policy>
+void parallel_for_const_slots(const std::string& name, const Policy& policy, const Functor& functor) {
+  Kokkos::parallel_for(name, policy, functor);
+}
+#endif
+
+}  // namespace kernels
+}  // namespace batmobile
