@@ -96,6 +96,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
     using LB = typename Policy::launch_bounds;
     static_assert(sizeof(Driver) <= kConstSlotBytes, "functor too large for a constant-memory slot");
+    static_assert(alignof(Driver) <= alignof(unsigned long long), "slots are 8-byte aligned");
     const int team = policy.team_size();
     if (team <= 0 || policy.impl_vector_length() != 1 || policy.scratch_size(1, team) != 0)
       throw std::invalid_argument("batmobile: parallel_for_const_slots needs an explicit team size, vector length 1 "
@@ -116,7 +117,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
         }
       }
     };
-    static State st;  // (never freed: it lives as long as the CUDA context)
+    static State st;  // (never freed: it lives as long as the CUDA context; one host thread launches, as in LAMMPS)
     uint64_t kpID = 0;
     Policy inner = policy;
     Kokkos::Tools::Impl::begin_parallel_for(inner, functor, name, kpID);
