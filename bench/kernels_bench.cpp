@@ -238,6 +238,12 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(gm, 7, 1.0);
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
+    // as in the model: the sender adjoint accumulates its forces / virial apart, so that the two adjoints can run side
+    // by side (LayerParams::concurrent_adjoints; BATMOBILE_CONCURRENT_ADJOINTS=1, with BATMOBILE_CONST_SLOTS=1)
+    work.f_send = decltype(f)("f_send", N, 3);
+    work.vatom_send = decltype(f)("vatom_send", N, 6);
+    const char* conc_env = std::getenv("BATMOBILE_CONCURRENT_ADJOINTS");
+    if (conc_env) prm.concurrent_adjoints = std::atoi(conc_env);
     // BATMOBILE_ADJ_MIN_BLOCKS=0: also the radial mode >= 1 ops with the adjoint kernels not capped at 168
     // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
     // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
@@ -275,13 +281,16 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
                                   ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
                                   ", \"shared_carveout\": " + std::to_string(prm.shared_carveout) +
-                                  ", \"const_slots\": " + std::to_string(prm.const_slot_launch);
+                                  ", \"const_slots\": " + std::to_string(prm.const_slot_launch) +
+                                  ", \"concurrent_adj\": " + std::to_string(prm.concurrent_adjoints);
         double ms = median_ms(
             [&] {
               interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts);
               Kokkos::deep_copy(gh, 0.0f);
               Kokkos::deep_copy(f, 0.0);
               Kokkos::deep_copy(vatom, 0.0);
+              Kokkos::deep_copy(work.f_send, 0.0);
+              Kokkos::deep_copy(work.vatom_send, 0.0);
               interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work, ts);
             },
             warmup, reps);

@@ -31,6 +31,9 @@
 //                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
 //   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
+//                                Independent of RecvAdj: with its own force / virial accumulators
+//                                (InteractionWork::f_send) the two can run side by side on CUDA (lanes.hpp;
+//                                LayerParams::concurrent_adjoints with const_slot_launch, opt-in).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk
@@ -45,12 +48,14 @@
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda_cache.hpp"
 #include "cuda_launch.hpp"
 #include "graph.hpp"
+#include "lanes.hpp"
 #include "sh.hpp"
 #include "tensor_core.hpp"
 #include "tp.hpp"
@@ -115,6 +120,13 @@ struct LayerParams {
   // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Opt-in until measured on a GPU (prepared
   // in session 9). basis_chunk = 0's occupancy guard still reads the registers of Kokkos's kernels.
   int const_slot_launch = 0;
+  // 1 = the receiver and the sender adjoints of interaction_backward on two Lanes (lanes.hpp: CUDA streams) where
+  // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 (default)
+  // = one after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos
+  // 3.4's launch the host waits for the receiver adjoint to finish before it launches the sender adjoint (session 9
+  // on the H200: 648 atoms 284.3 vs 291.8 steps/s, 10,368 28.2 vs 28.1; kernel bench equal). Opt-in until measured
+  // with const_slot_launch.
+  int concurrent_adjoints = 0;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
@@ -1059,6 +1071,11 @@ struct ProjectQK {
 template <class T, class Device>
 struct InteractionWork {
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
+  // Optional, set by the caller: the sender adjoint's own force / virial accumulators (n_total, 3) and (n_total, 6),
+  // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and may run side by
+  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the receiver.
+  Kokkos::View<double**, Kokkos::LayoutRight, Device> f_send, vatom_send;
+  std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
   void resize(int n_recv, int n_total, int A, int dk) {
     if (int(q.extent(0)) != n_recv || int(k.extent(0)) != n_total || int(M.extent(1)) != A ||
         int(q.extent(1)) != A * dk) {
@@ -1204,19 +1221,25 @@ void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
   if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
 }
 
+// Policy P with pol's league, team and scratch, on execution-space instance `space`.
+template <class P, class Pol>
+P policy_on(const typename P::execution_space& space, const Pol& pol) {
+  P p(space, pol.league_size(), pol.team_size());
+  return p.set_scratch_size(0, Kokkos::PerTeam(pol.scratch_size(0)));  // (no per-thread scratch here)
+}
+
+// Launches an adjoint kernel with policy pol on execution-space instance `space` (a Lanes lane or the default).
 template <class Kern, class Pol>
-void launch_adjoint(const char* name, const Kern& kern, const Pol& pol) {
+void launch_adjoint(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
   using Tag = typename Pol::work_tag;
   if constexpr (adjoint_cap_compiled<Kern, Tag>) {
     if (adjoint_capped<Kern, Tag>(kern, pol.team_size())) {
-      Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>> capped(pol.league_size(),
-                                                                                      pol.team_size());
-      capped = capped.set_scratch_size(0, Kokkos::PerTeam(pol.team_scratch_size(0)));
-      launch_fused(name, kern, capped);
+      using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
+      launch_fused(name, kern, policy_on<Capped>(space, pol));
       return;
     }
   }
-  launch_fused(name, kern, pol);
+  launch_fused(name, kern, policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag>>(space, pol));
 }
 
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
@@ -1328,12 +1351,23 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
+    // the sender's own accumulators, if the caller gave them: then the two kernels write disjoint arrays
+    Kern send = kern;
+    const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
+                     work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
+    if (own) send.f = work.f_send, send.vatom = work.vatom_send;
+    const bool concurrent = own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
+    if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
+    if (concurrent) work.lanes->fork();
+    const exec recv_space = concurrent ? work.lanes->lane(0) : exec();
+    const exec send_space = concurrent ? work.lanes->lane(1) : exec();
     with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_recv_adj", kern, pol);
+      launch_adjoint("batmobile::interaction_recv_adj", kern, pol, recv_space);
     });
-    with_atom_policy<Kern::template SendAdjT>(kern, g.n_total, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_send_adj", kern, pol);
+    with_atom_policy<Kern::template SendAdjT>(send, g.n_total, true, team_size, [&](const auto& pol) {
+      launch_adjoint("batmobile::interaction_send_adj", send, pol, send_space);
     });
+    if (concurrent) work.lanes->join();
   });
   if (ATTN) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};

@@ -251,7 +251,9 @@ struct Model<T, ExecSpace>::FusedState {
   std::vector<kernels::LayerParams<T, ExecSpace>> params;
   std::vector<kernels::InteractionWork<T, ExecSpace>> work;  // per layer: q, k, M, Z saved for the adjoint
   Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions in T for the kernels
-  Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom;
+  // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the receiver adjoints, f_send,
+  // vatom_send by the sender adjoints (so that the two can run side by side); summed in bm_fused_out
+  Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
   int team_size = 0;  // fused kernels' team size, 0 = automatic
 };
 
@@ -426,6 +428,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_CONST_SLOTS=0|1 1: the fused kernels of MD launched by our own code with their functor in constant
     //     memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0 (default): by
     //     Kokkos;
+    //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1: a layer's receiver and sender adjoints on two CUDA streams (they overlap
+    //     with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0 (default): one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
     using model_detail::env_switch;
@@ -438,6 +442,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       for (auto& prm : fused_->params) prm.shared_carveout = *co;
     if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
+    if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+      for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
@@ -610,14 +616,18 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
       F.x = decltype(F.x)("bm_xT", cap);
       F.f = decltype(F.f)("bm_fused_f", cap, 3);
       F.vatom = decltype(F.vatom)("bm_fused_vatom", cap, 6);
+      F.f_send = decltype(F.f)("bm_fused_f_send", cap, 3);
+      F.vatom_send = decltype(F.vatom)("bm_fused_vatom_send", cap, 6);
+      for (auto& w : F.work) w.f_send = F.f_send, w.vatom_send = F.vatom_send;
     }
+    // positions in T, and the accumulators zeroed in the same pass (one launch instead of five)
     auto xT = F.x;
+    auto f0 = F.f, v0 = F.vatom, fs0 = F.f_send, vs0 = F.vatom_send;
     Kokkos::parallel_for(
         "bm_xT", Policy(0, na), KOKKOS_LAMBDA(int n) {
-          for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a));
+          for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
+          for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;
         });
-    Kokkos::deep_copy(F.f, 0.0);
-    Kokkos::deep_copy(F.vatom, 0.0);
   }
 
   // Embedding (owned and ghost atoms alike: it depends only on the species).
@@ -1050,18 +1060,19 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     throw std::runtime_error("Batmobile model: force view smaller than n_all");
   if (fused) {
     // the kernels accumulated forces and half of each edge tally onto both ends
-    auto ff = fused_->f;
-    auto fv = fused_->vatom;
+    auto ff = fused_->f, ffs = fused_->f_send;
+    auto fv = fused_->vatom, fvs = fused_->vatom_send;
     auto vatom = out.vatom;
     const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
     model_detail::V6 vir;
     Kokkos::parallel_reduce(
         "bm_fused_out", Policy(0, na),
         KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
-          for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a);
+          for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a) + ffs(n, a);
           for (int a = 0; a < 6; ++a) {
-            acc.v[a] += fv(n, a);
-            if (want_vatom) vatom(n, a) = fv(n, a);
+            const double v = fv(n, a) + fvs(n, a);
+            acc.v[a] += v;
+            if (want_vatom) vatom(n, a) = v;
           }
         },
         vir);

@@ -180,12 +180,17 @@ struct Launch {
   int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
   int const_slots = 0;                                   // LayerParams::const_slot_launch
+  // InteractionWork::f_send / vatom_send given (the sender adjoint's own accumulators, summed after the run) and
+  // LayerParams::concurrent_adjoints
+  bool send_accumulators = false;
+  int concurrent = LayerParams<float, Dev>().concurrent_adjoints;
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
            std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " basis " +
-           std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots);
+           std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots) + " send_acc " +
+           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent);
   }
 };
 
@@ -194,6 +199,7 @@ struct KernelRun {
   Kokkos::View<T***, Kokkos::LayoutRight, Dev> m, o, gh;
   Kokkos::View<double**, Kokkos::LayoutRight, Dev> f, vatom;
   Kokkos::View<T**, Kokkos::LayoutRight, Dev> M, Z;  // saved softmax state
+  Kokkos::View<double**, Kokkos::LayoutRight, Dev> f_send, vatom_send;  // Launch::send_accumulators: before the sum
 };
 
 template <class T, int L>
@@ -210,6 +216,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.shared_carveout = ln.carveout;
   prm.basis_chunk = ln.basis_chunk;
   prm.const_slot_launch = ln.const_slots;
+  prm.concurrent_adjoints = ln.concurrent;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -233,7 +240,23 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
     out.gh = decltype(out.m)("gh", S.n_total, K, C);
     out.f = decltype(out.f)("f", S.n_total, 3);
     out.vatom = decltype(out.f)("vatom", S.n_total, 6);
+    if (ln.send_accumulators) {
+      work.f_send = decltype(out.f)("f_send", S.n_total, 3);
+      work.vatom_send = decltype(out.f)("vatom_send", S.n_total, 6);
+    }
     interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
+    if (ln.send_accumulators) {  // keep the parts, then sum them as the model does
+      out.f_send = decltype(out.f)("f_send_copy", S.n_total, 3);
+      out.vatom_send = decltype(out.f)("vatom_send_copy", S.n_total, 6);
+      Kokkos::deep_copy(out.f_send, work.f_send);
+      Kokkos::deep_copy(out.vatom_send, work.vatom_send);
+      auto f = out.f, v = out.vatom, fs = work.f_send, vs = work.vatom_send;
+      Kokkos::parallel_for(
+          "sum_send", Kokkos::RangePolicy<Dev::execution_space>(0, S.n_total), KOKKOS_LAMBDA(int n) {
+            for (int a = 0; a < 3; ++a) f(n, a) += fs(n, a);
+            for (int a = 0; a < 6; ++a) v(n, a) += vs(n, a);
+          });
+    }
   }
   Kokkos::fence();
   return out;
@@ -763,6 +786,44 @@ TEST(Interaction, BasisChunks) {
           EXPECT_EQ(l1.basis_adj, l1.chunk_adj);
         }
       }
+}
+
+// InteractionWork::f_send / vatom_send: the sender adjoint accumulates its forces and virial there (it must: else
+// the two adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
+// const_slot_launch = 1), and
+// the sums are bit for bit those of one shared accumulator (each array gets one addend per atom here, from zero); run
+// side by side or one after the other, for the automatic team and the GPU / host paths, radial modes 0-2; the sums
+// also against the reference and finite differences.
+TEST(Interaction, ConcurrentAdjoints) {
+  const int C = 8;
+  constexpr int L = 2;
+  std::mt19937 rng(98);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  std::vector<int> teams = {0};  // automatic: one thread per team on host back-ends
+  for (int ts : {C, 4 * C})
+    if (team_size_max() >= ts) teams.push_back(ts);
+  for (int mode : {0, 1, 2})
+    for (int ts : teams) {
+      const Launch plain(ts, mode, 0);
+      const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
+      for (int conc : {1, 0})
+        for (int slots : {0, 1}) {  // (const slots: CUDA only; with them the two adjoints overlap there)
+          Launch ln = plain;
+          ln.send_accumulators = true;
+          ln.concurrent = conc;
+          ln.const_slots = slots;
+          SCOPED_TRACE(ln.str());
+          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
+          EXPECT_GT(max_diff(run.f_send, decltype(run.f_send)("zero", S.n_total, 3)).first, 0.0);
+          EXPECT_GT(max_diff(run.vatom_send, decltype(run.f_send)("zero", S.n_total, 6)).first, 0.0);
+          expect_bitwise_equal(ref, run);
+        }
+    }
+  Launch ln(0, 2, 0);
+  ln.send_accumulators = true;
+  check_against<L>(M, S, E, ln);
 }
 
 // The occupancy arithmetic of the basis-chunk guard on the H200's limits, for the water model's capped adjoints

@@ -315,7 +315,8 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
 // adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
 // not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
 // passes per radial chunk (BATMOBILE_BASIS_CHUNK) nor our own constant-memory launch (BATMOBILE_CONST_SLOTS, CUDA)
-// change a bit.
+// nor the two adjoints side by side (BATMOBILE_CONCURRENT_ADJOINTS=1, overlapping on CUDA with const slots) change
+// a bit.
 TEST(ModelEnv, FusedKernelSwitches) {
   Reference r = read_reference("periodic");
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
@@ -354,27 +355,32 @@ TEST(ModelEnv, FusedKernelSwitches) {
     setenv("BATMOBILE_BASIS_CHUNK", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
-  setenv("BATMOBILE_BASIS_CHUNK", "0", 1);  // automatic basis chunks: the same edge order, the same numbers
-  Model<float, Exec> per_chunk(load(), EdgeBackend::Fused);
-  const Evaluation d = evaluate(per_chunk, r.pos, r.species, r.cell, r.pbc);
-  unsetenv("BATMOBILE_BASIS_CHUNK");
-  EXPECT_EQ(d.energy, b.energy);
-  EXPECT_EQ(rel_err(d.forces, b.forces), 0.0);
-  EXPECT_EQ(rel_err(d.vatom, b.vatom), 0.0);
+  // a model built with these variables gives bit for bit the default's results, in two evaluations (the second one
+  // uses the other constant-memory slot of each kernel with BATMOBILE_CONST_SLOTS=1)
+  auto expect_bitwise_default = [&](std::vector<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) setenv(name, value, 1);
+    Model<float, Exec> m(load(), EdgeBackend::Fused);
+    for (const auto& [name, value] : vars) unsetenv(name);
+    for (int rep = 0; rep < 2; ++rep) {
+      const Evaluation e = evaluate(m, r.pos, r.species, r.cell, r.pbc);
+      EXPECT_EQ(e.energy, b.energy) << vars.front().first << " rep " << rep;
+      EXPECT_EQ(rel_err(e.forces, b.forces), 0.0) << vars.front().first << " rep " << rep;
+      EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << vars.front().first << " rep " << rep;
+    }
+  };
+  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "0"}});  // automatic basis chunks: the same edge order
   for (const char* bad : {"2", "-1", "on"}) {
     setenv("BATMOBILE_CONST_SLOTS", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
-  setenv("BATMOBILE_CONST_SLOTS", "1", 1);  // our own constant-memory launch (CUDA): the same code, the same numbers
-  Model<float, Exec> slots(load(), EdgeBackend::Fused);
-  const Evaluation e = evaluate(slots, r.pos, r.species, r.cell, r.pbc);
-  const Evaluation e2 = evaluate(slots, r.pos, r.species, r.cell, r.pbc);  // both slots of each kernel
-  unsetenv("BATMOBILE_CONST_SLOTS");
-  for (const Evaluation* x : {&e, &e2}) {
-    EXPECT_EQ(x->energy, b.energy);
-    EXPECT_EQ(rel_err(x->forces, b.forces), 0.0);
-    EXPECT_EQ(rel_err(x->vatom, b.vatom), 0.0);
+  expect_bitwise_default({{"BATMOBILE_CONST_SLOTS", "1"}});  // our own launch (CUDA): the same code
+  for (const char* bad : {"2", "-1", "yes", "1 "}) {
+    setenv("BATMOBILE_CONCURRENT_ADJOINTS", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
+  // the adjoints side by side: the same accumulators (they overlap on CUDA with the const slots)
+  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}});
+  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}, {"BATMOBILE_CONST_SLOTS", "1"}});
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
