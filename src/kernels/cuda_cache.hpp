@@ -11,6 +11,7 @@
 //       Kokkos::parallel_for(Policy, Functor) launches, once per value. Kokkos applies its own preference at the
 //       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
 //   set_kernel_carveout(kernel, percent)            the same for a kernel given by its address (nullptr: nothing)
+//   check_cuda(err, what)                           throws "batmobile: WHAT: <CUDA error>" unless cudaSuccess (CUDA)
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
@@ -34,6 +35,11 @@ namespace batmobile {
 namespace kernels {
 
 #ifdef KOKKOS_ENABLE_CUDA
+// Throws std::runtime_error "batmobile: WHAT: <CUDA error>" unless err is cudaSuccess (also lanes.hpp, cuda_launch.hpp).
+inline void check_cuda(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw std::runtime_error("batmobile: " + what + ": " + cudaGetErrorString(err));
+}
+
 namespace detail {
 template <class Functor, class Policy>
 const void* kokkos_cuda_kernel() {
@@ -52,35 +58,30 @@ inline constexpr bool carveout_applies =
     false;
 #endif
 
+// set_shared_carveout for a kernel given by its address (also cuda_launch.hpp's own kernels), at every call;
+// nullptr: nothing.
+inline void set_kernel_carveout(const void* kernel, int percent) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if (kernel)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent),
+               "setting the shared-memory carveout failed");
+#else
+  (void)kernel, (void)percent;
+#endif
+}
+
 template <class Functor, class Policy>
 void set_shared_carveout(int percent) {
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
     static int applied = -1;  // per kernel
     if (percent == applied) return;
-    const cudaError_t err = cudaFuncSetAttribute(detail::kokkos_cuda_kernel<Functor, Policy>(),
-                                                 cudaFuncAttributePreferredSharedMemoryCarveout, percent);
-    if (err != cudaSuccess)
-      throw std::runtime_error(std::string("batmobile: setting the shared-memory carveout failed: ") +
-                               cudaGetErrorString(err));
+    set_kernel_carveout(detail::kokkos_cuda_kernel<Functor, Policy>(), percent);
     applied = percent;
     return;
   }
 #endif
   (void)percent;
-}
-
-// The same for a kernel given by its address (cuda_launch.hpp's own kernels), at every call; nullptr: nothing.
-inline void set_kernel_carveout(const void* kernel, int percent) {
-#ifdef KOKKOS_ENABLE_CUDA
-  if (!kernel) return;
-  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent);
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string("batmobile: setting the shared-memory carveout failed: ") +
-                             cudaGetErrorString(err));
-#else
-  (void)kernel, (void)percent;
-#endif
 }
 
 // What blocks_per_sm counts, for a kernel of `regs` registers per thread on an SM with these limits (pure, so that
@@ -117,9 +118,7 @@ int blocks_per_sm(int team_size, size_t scratch_bytes) {
     // per kernel, read once: the launch policies ask at every step (atom_team_policy)
     static const int regs = [] {
       cudaFuncAttributes attr;
-      const cudaError_t err = cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>());
-      if (err != cudaSuccess)
-        throw std::runtime_error(std::string("batmobile: kernel attributes: ") + cudaGetErrorString(err));
+      check_cuda(cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>()), "kernel attributes");
       return attr.numRegs;
     }();
     return blocks_per_sm_for(sm, regs, team_size, scratch_bytes);

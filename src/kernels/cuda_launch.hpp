@@ -30,9 +30,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <new>
 #include <type_traits>
 #include <utility>
-#include <new>
+
+#include "cuda_cache.hpp"
 
 namespace batmobile {
 namespace kernels {
@@ -64,24 +66,20 @@ struct ConstSlotKernel<Driver, Kokkos::LaunchBounds<MaxThreads, MinBlocks>, Slot
   static auto get() { return &const_slot_kernel_lb<Driver, Slot, MaxThreads, MinBlocks>; }
 };
 
-inline void check(cudaError_t err, const std::string& what) {
-  if (err != cudaSuccess) throw std::runtime_error("batmobile: " + what + ": " + cudaGetErrorString(err));
-}
-
 template <class Policy>
 struct is_team_policy : std::false_type {};
 template <class... Traits>
 struct is_team_policy<Kokkos::TeamPolicy<Traits...>> : std::true_type {};
 }  // namespace detail
 
-template <class Functor, class Policy>
+template <class Policy>
 constexpr bool const_slots_policy() {
   return std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value && detail::is_team_policy<Policy>::value;
 }
 
 template <class Functor, class Policy>
 std::pair<const void*, const void*> const_slot_kernels() {
-  if constexpr (const_slots_policy<Functor, Policy>()) {
+  if constexpr (const_slots_policy<Policy>()) {
     using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
     using LB = typename Policy::launch_bounds;
     return {reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 0>::get()),
@@ -92,7 +90,7 @@ std::pair<const void*, const void*> const_slot_kernels() {
 
 template <class Functor, class Policy>
 void parallel_for_const_slots(const std::string& name, const Policy& policy, const Functor& functor) {
-  if constexpr (const_slots_policy<Functor, Policy>()) {
+  if constexpr (const_slots_policy<Policy>()) {
     using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
     using LB = typename Policy::launch_bounds;
     static_assert(sizeof(Driver) <= kConstSlotBytes, "functor too large for a constant-memory slot");
@@ -108,12 +106,12 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
       cudaEvent_t done[2];
       Driver* staging = nullptr;
       State() {
-        for (auto& e : done) detail::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "const slots: event");
-        detail::check(cudaMallocHost(reinterpret_cast<void**>(&staging), 2 * sizeof(Driver)), "const slots: staging");
+        for (auto& e : done) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "const slots: event");
+        check_cuda(cudaMallocHost(reinterpret_cast<void**>(&staging), 2 * sizeof(Driver)), "const slots: staging");
         for (int s = 0; s < 2; ++s) {
           const void* k = s == 0 ? reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 0>::get())
                                  : reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 1>::get());
-          detail::check(cudaFuncSetCacheConfig(k, cudaFuncCachePreferShared), "const slots: cache preference");
+          check_cuda(cudaFuncSetCacheConfig(k, cudaFuncCachePreferShared), "const slots: cache preference");
         }
       }
     };
@@ -125,7 +123,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     st.next ^= 1;
     // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
     // staging driver, must be done before either is overwritten
-    detail::check(cudaEventSynchronize(st.done[slot]), "const slots: wait");
+    check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
     if (st.held[slot]) st.staging[slot].~Driver();  // (untracked Views: no reference counts change)
     // as Kokkos::parallel_for: the driver's Views are untracked copies (no reference counts from the launch)
     Kokkos::Impl::shared_allocation_tracking_disable();
@@ -133,7 +131,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     Kokkos::Impl::shared_allocation_tracking_enable();
     st.held[slot] = true;
     const cudaStream_t stream = inner.space().cuda_stream();
-    detail::check(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
+    check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
                                           slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
                                           stream),
                   "const slots: copy of " + name);
@@ -144,9 +142,9 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
         detail::ConstSlotKernel<Driver, LB, 0>::get()<<<grid, block, shmem, stream>>>();
       else
         detail::ConstSlotKernel<Driver, LB, 1>::get()<<<grid, block, shmem, stream>>>();
-      detail::check(cudaGetLastError(), "launching " + name);
+      check_cuda(cudaGetLastError(), "launching " + name);
     }
-    detail::check(cudaEventRecord(st.done[slot], stream), "const slots: event record");
+    check_cuda(cudaEventRecord(st.done[slot], stream), "const slots: event record");
     Kokkos::Tools::Impl::end_parallel_for(inner, functor, name, kpID);
     return;
   }

@@ -103,9 +103,9 @@ struct LayerParams {
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
   // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the
   // largest that fits the team scratch without costing blocks per SM: basis_chunk_keeping_occupancy); 1 = one
-  // prepare pass per radial chunk. Default 1 until the automatic choice in its present form has run on a GPU: on
-  // the H200, 64-edge chunks gave MD at 648 atoms 292.0 vs 271.7 steps/s but cost teams of 64 a block per SM
-  // (10,368 atoms 25.4 vs 28.3); the occupancy guard that followed is compiled for sm_90, not yet measured.
+  // prepare pass per radial chunk. Default 1: on the H200, 64-edge chunks gave MD at 648 atoms 292.0 vs 271.7 steps/s
+  // but cost teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the occupancy guard that
+  // followed, 0 gave 294.1 / 27.98 vs 291.8 / 28.12 (session 9): within noise.
   int basis_chunk = 1;
   // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so, 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
@@ -1198,9 +1198,9 @@ inline constexpr bool const_slots_compiled = [] {
   using Tag = typename Pol::work_tag;
   constexpr bool fwd = std::is_same<Tag, typename Kern::template ForwardT<true>>::value;
   constexpr bool capped = std::is_same<typename Pol::launch_bounds, Kokkos::LaunchBounds<128, 3>>::value;
-  return const_launch_available && !runs_on_host<typename Kern::exec> &&
-         std::is_same<typename Kern::scalar, float>::value && Tag::gemm &&
-         (fwd || (capped && Kern::dkm == kSmallDk));
+  constexpr bool device_float_gemm =
+      !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm;
+  return const_launch_available && (fwd ? device_float_gemm : capped && adjoint_cap_compiled<Kern, Tag>);
 }();
 
 // parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.

@@ -26,6 +26,8 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda_cache.hpp"
+
 namespace batmobile {
 namespace kernels {
 
@@ -88,9 +90,7 @@ class Lanes {
  private:
 #ifdef KOKKOS_ENABLE_CUDA
   static void check(cudaError_t err, const char* what) {
-    if (err != cudaSuccess)
-      throw std::runtime_error(std::string("batmobile: concurrent kernel lanes (") + what +
-                               "): " + cudaGetErrorString(err));
+    check_cuda(err, std::string("concurrent kernel lanes (") + what + ")");
   }
   cudaStream_t stream_[2] = {nullptr, nullptr};
   cudaEvent_t done_[2] = {nullptr, nullptr};

@@ -649,6 +649,23 @@ TEST(Interaction, TensorCoreRadial) {
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
 
+// The L = 2, C = 8 case of the launch-variant tests below: model, edge-split system and reference values (finite
+// differences included) from one seed.
+struct SplitCase {
+  Model M;
+  System S;
+  Expected E;
+};
+SplitCase split_case(unsigned seed) {
+  constexpr int L = 2;
+  const int C = 8;
+  std::mt19937 rng(seed);
+  Model M = make_model(L, rng, 3, 16);
+  System S = split_system(L, C, M.rc, rng);
+  Expected E = expected(M, S, rng);
+  return {std::move(M), std::move(S), std::move(E)};
+}
+
 // LayerParams::adjoint_min_blocks = 3 (adjoints capped at 168 registers; compiled for device back-ends, float,
 // dk <= kSmallDk, radial mode >= 1, teams <= 128): the launch must report the cap exactly there, and the capped
 // kernels must match the reference, finite differences and the uncapped kernels (the cap changes registers, not
@@ -685,12 +702,8 @@ TEST(Interaction, SharedCarveout) {
   using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
   // (the attribute itself reads -1 on CUDA too until a carveout is set, so it cannot tell whether we run there)
   if (!carveout_applies<FwdPolicy>) GTEST_SKIP() << "carveouts exist on CUDA only";
-  constexpr int L = 2;
-  const int C = 8;
-  std::mt19937 rng(96);
-  const Model M = make_model(L, rng, 3, 16);
-  const System S = split_system(L, C, M.rc, rng);
-  const Expected E = expected(M, S, rng);
+  constexpr int L = 2;  // split_case's C = 8
+  const auto [M, S, E] = split_case(96);
   auto plain = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, {32, 1, 0});
   Launch carved(32, 1, 0);
   carved.carveout = 50;
@@ -714,12 +727,8 @@ TEST(Interaction, ConstSlotLaunch) {
   using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
   if (!const_slots_compiled<Kern, FwdPolicy>) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
   EXPECT_NE((const_slot_kernels<Kern, FwdPolicy>().first), nullptr);
-  constexpr int L = 2;
-  const int C = 8;
-  std::mt19937 rng(99);
-  const Model M = make_model(L, rng, 3, 16);
-  const System S = split_system(L, C, M.rc, rng);
-  const Expected E = expected(M, S, rng);
+  constexpr int L = 2;  // split_case's C = 8
+  const auto [M, S, E] = split_case(99);
   for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
     for (int mode : {1, 2}) {
       const Launch plain(ts, mode, 0);
@@ -797,10 +806,7 @@ TEST(Interaction, BasisChunks) {
 TEST(Interaction, ConcurrentAdjoints) {
   const int C = 8;
   constexpr int L = 2;
-  std::mt19937 rng(98);
-  const Model M = make_model(L, rng, 3, 16);
-  const System S = split_system(L, C, M.rc, rng);
-  const Expected E = expected(M, S, rng);
+  const auto [M, S, E] = split_case(98);
   std::vector<int> teams = {0};  // automatic: one thread per team on host back-ends
   for (int ts : {C, 4 * C})
     if (team_size_max() >= ts) teams.push_back(ts);
