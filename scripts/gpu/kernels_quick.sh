@@ -27,12 +27,10 @@ export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 T0=$(date +%s); say() { echo "[kernels_quick +$(( $(date +%s) - T0 ))s] $*"; }
 LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
 [ -d "$LV/lib/kokkos" ] || { say "unpack failed: see unpack.log"; exit 1; }
+source scripts/gpu/cuda_tree.sh
 configure() {  # configure SRC BUILD LOG
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" \
-    -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_FLAGS="${BATMOBILE_QUICK_CXXFLAGS:-}" -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" \
-    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON \
-    -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" -DBATMOBILE_WITH_TORCH=OFF \
-    -DBATMOBILE_PYTHON="$(command -v python3)" > "$3" 2>&1 || { say "configure failed ($3)"; tail -20 "$3"; exit 1; }
+  configure_cuda_tree "$1" "$2" -DCMAKE_CXX_FLAGS="${BATMOBILE_QUICK_CXXFLAGS:-}" -DBATMOBILE_WITH_TORCH=OFF \
+    > "$3" 2>&1 || { say "configure failed ($3)"; tail -20 "$3"; exit 1; }
 }
 B=$BATMOBILE_CACHE/build/kernels-cuda
 configure . "$B" "$OUT/configure.log"

@@ -85,14 +85,15 @@ say "kernel benchmark"
 env ${BATMOBILE_SESSION_KBENCH_ENV:-} BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" \
   > "$OUT/kbench.log" 2>&1
 # BATMOBILE_SESSION_KBENCH_AB="VAR=VAL:name ...": the kernel benchmark's radial-mode-2 rows once without and once
-# with each setting, back to back on GPU 0, into OUTDIR/kbench_ab_{plain,NAME}.jsonl (a same-run kernel A/B)
+# with each setting, back to back on GPU 0, into OUTDIR/kbench_ab_{plain,NAME}_CASE.jsonl (a same-run kernel A/B;
+# one file per case: the benchmark's --out starts its file afresh)
 for c in ${BATMOBILE_SESSION_KBENCH_AB:+1000:20:32 10000:30:64}; do
-  timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 --out "$OUT/kbench_ab_plain.jsonl" \
-    >> "$OUT/kbench_ab.log" 2>&1
+  timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
+    --out "$OUT/kbench_ab_plain_${c//:/_}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
   for ab in $BATMOBILE_SESSION_KBENCH_AB; do
     IFS=+ read -r -a abvars <<<"${ab%%:*}"  # several variables joined by '+', as in BATMOBILE_MD_AB
     env "${abvars[@]}" timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
-      --out "$OUT/kbench_ab_${ab#*:}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
+      --out "$OUT/kbench_ab_${ab#*:}_${c//:/_}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
   done
 done
 if [ "${BATMOBILE_SESSION_NVE:-1}" = 1 ]; then

@@ -55,15 +55,11 @@ LAMMPS_BUILD=$(ls -d "$BATMOBILE_CACHE"/build/lammps-*-cuda-* 2>/dev/null | head
 
 B=$BATMOBILE_CACHE/build/test-cuda
 TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+source scripts/gpu/cuda_tree.sh
 configure_tests() {
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 \
-    -DBATMOBILE_KOKKOS_SOURCE="$LV/lib/kokkos" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
-    -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON -DBATMOBILE_GTEST_SOURCE="$BATMOBILE_CACHE/src/googletest" \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" \
-    -DBATMOBILE_PYTHON="$(command -v python3)" "$@"
+  configure_cuda_tree . "$B" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" "$@"
 }
-export -f configure_tests; export B LV TORCH_PREFIX LAMMPS_BUILD   # `timeout` runs it in a child bash
+export -f configure_tests configure_cuda_tree; export B LV TORCH_PREFIX LAMMPS_BUILD BATMOBILE_CACHE   # `timeout` runs it in a child bash
 if ! step configure_tests 90 bash -c 'configure_tests'; then
   step configure_tests_without_torch 90 bash -c 'configure_tests -DBATMOBILE_WITH_TORCH=OFF'
 fi

@@ -12,6 +12,7 @@
 //       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
 //   set_kernel_carveout(kernel, percent)            the same for a kernel given by its address (nullptr: nothing)
 //   check_cuda(err, what)                           throws "batmobile: WHAT: <CUDA error>" unless cudaSuccess (CUDA)
+//   kernel_carveout_of(kernel)                      the same for a kernel given by its address
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
@@ -128,14 +129,21 @@ int blocks_per_sm(int team_size, size_t scratch_bytes) {
   return -1;
 }
 
+// The preferred carveout of a kernel given by its address (-1 for nullptr, off CUDA, or until one is set).
+inline int kernel_carveout_of(const void* kernel) {
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaFuncAttributes attr;
+  if (kernel && cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.preferredShmemCarveout;
+#endif
+  (void)kernel;
+  return -1;
+}
+
 template <class Functor, class Policy>
 int shared_carveout_of() {
 #ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>()) != cudaSuccess) return -1;
-    return attr.preferredShmemCarveout;
-  }
+  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value)
+    return kernel_carveout_of(detail::kokkos_cuda_kernel<Functor, Policy>());
 #endif
   return -1;
 }

@@ -33,7 +33,7 @@
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
 //                                Independent of RecvAdj: with its own force / virial accumulators
 //                                (InteractionWork::f_send) the two can run side by side on CUDA (lanes.hpp;
-//                                LayerParams::concurrent_adjoints with const_slot_launch, opt-in).
+//                                LayerParams::concurrent_adjoints with const_slot_launch; default on).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk
@@ -117,16 +117,19 @@ struct LayerParams {
   // 1 = the fused kernels that MD runs (float, radial mode 1/2: the forward, and the adjoints where they are capped)
   // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
   // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
-  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Opt-in until measured on a GPU (prepared
-  // in session 9). basis_chunk = 0's occupancy guard still reads the registers of Kokkos's kernels.
-  int const_slot_launch = 0;
+  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: alone it changed nothing
+  // (H200 MD 279.7 vs 281.7 steps/s at 648 atoms, 27.52 vs 27.46 at 10,368; session 10), but it lets the two
+  // adjoints overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's
+  // kernels (ptxas: the same as these).
+  int const_slot_launch = 1;
   // 1 = the receiver and the sender adjoints of interaction_backward on two Lanes (lanes.hpp: CUDA streams) where
   // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 (default)
   // = one after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos
   // 3.4's launch the host waits for the receiver adjoint to finish before it launches the sender adjoint (session 9
-  // on the H200: 648 atoms 284.3 vs 291.8 steps/s, 10,368 28.2 vs 28.1; kernel bench equal). Opt-in until measured
-  // with const_slot_launch.
-  int concurrent_adjoints = 0;
+  // on the H200: 648 atoms 284.3 vs 291.8 steps/s, 10,368 28.2 vs 28.1; kernel bench equal). Default 1: with
+  // const_slot_launch = 1, H200 MD 306.9 vs 281.7 steps/s at 648 atoms (648 + 648 teams fill the GPU's 396 block
+  // slots better than two 1.6-wave kernels in turn), 27.53 vs 27.46 at 10,368 (same run, session 10).
+  int concurrent_adjoints = 1;
 };
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).

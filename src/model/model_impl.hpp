@@ -425,11 +425,11 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     threads per SM; adjoint_capped), 0: uncapped;
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
     //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
-    //   BATMOBILE_CONST_SLOTS=0|1 1: the fused kernels of MD launched by our own code with their functor in constant
-    //     memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0 (default): by
+    //   BATMOBILE_CONST_SLOTS=0|1 1 (default): the fused kernels of MD launched by our own code with their functor
+    //     in constant memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0: by
     //     Kokkos;
-    //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1: a layer's receiver and sender adjoints on two CUDA streams (they overlap
-    //     with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0 (default): one after the other;
+    //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
+    //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
     using model_detail::env_switch;

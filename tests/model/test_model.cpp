@@ -314,9 +314,9 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
 // The fused kernels' A/B switches are read when the model is built: bad values are errors; switching off the
 // adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
 // not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
-// passes per radial chunk (BATMOBILE_BASIS_CHUNK) nor our own constant-memory launch (BATMOBILE_CONST_SLOTS, CUDA)
-// nor the two adjoints side by side (BATMOBILE_CONCURRENT_ADJOINTS=1, overlapping on CUDA with const slots) change
-// a bit.
+// passes per radial chunk (BATMOBILE_BASIS_CHUNK) nor Kokkos's launch instead of our own constant-memory launch
+// (BATMOBILE_CONST_SLOTS=0, CUDA) nor the two adjoints one after the other (BATMOBILE_CONCURRENT_ADJOINTS=0; side by
+// side is the default, overlapping on CUDA with const slots) change a bit.
 TEST(ModelEnv, FusedKernelSwitches) {
   Reference r = read_reference("periodic");
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
@@ -373,13 +373,15 @@ TEST(ModelEnv, FusedKernelSwitches) {
     setenv("BATMOBILE_CONST_SLOTS", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
-  expect_bitwise_default({{"BATMOBILE_CONST_SLOTS", "1"}});  // our own launch (CUDA): the same code
+  expect_bitwise_default({{"BATMOBILE_CONST_SLOTS", "0"}});  // Kokkos's launch instead of ours (CUDA): the same code
   for (const char* bad : {"2", "-1", "yes", "1 "}) {
     setenv("BATMOBILE_CONCURRENT_ADJOINTS", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
-  // the adjoints side by side: the same accumulators (they overlap on CUDA with the const slots)
-  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}});
+  // the adjoints one after the other instead of side by side (the default on CUDA, with the const slots): the same
+  // accumulators
+  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}});
+  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}, {"BATMOBILE_CONST_SLOTS", "0"}});
   expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}, {"BATMOBILE_CONST_SLOTS", "1"}});
 }
 

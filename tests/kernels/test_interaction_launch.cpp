@@ -1,0 +1,273 @@
+// Launch variants and launch arithmetic: register cap, shared carveout, constant-memory launch, basis chunks,
+// concurrent adjoints, occupancy and scratch limits, team-size validation.
+#include "interaction_test_util.hpp"
+
+using namespace bt;
+using namespace interaction_test;
+
+// The float L = 2 kernel set of all test_interaction sources, and interaction_launch of it (interaction_test_util.hpp).
+namespace interaction_test {
+INTERACTION_TEST_RUN_KERNELS(float, 2);
+}  // namespace interaction_test
+template batmobile::kernels::InteractionLaunch
+batmobile::kernels::interaction_launch<float, Dev, 2, true>(const LayerParams<float, Dev>&, int);
+
+// The L = 2, C = 8 case of the launch-variant tests below: model, edge-split system and reference values (finite
+// differences included) from one seed.
+struct SplitCase {
+  Model M;
+  System S;
+  Expected E;
+};
+SplitCase split_case(unsigned seed) {
+  constexpr int L = 2;
+  const int C = 8;
+  std::mt19937 rng(seed);
+  Model M = make_model(L, rng, 3, 16);
+  System S = split_system(L, C, M.rc, rng);
+  Expected E = expected(M, S, rng);
+  return {std::move(M), std::move(S), std::move(E)};
+}
+
+// LayerParams::adjoint_min_blocks = 3 (adjoints capped at 168 registers; compiled for device back-ends, float,
+// dk <= kSmallDk, radial mode >= 1, teams <= 128): the launch must report the cap exactly there, and the capped
+// kernels must match the reference, finite differences and the uncapped kernels (the cap changes registers, not
+// arithmetic: equal to rounding).
+TEST(Interaction, AdjointRegisterCap) {
+  if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
+  const int C = 8;
+  constexpr int L = 2;
+  std::mt19937 rng(95);
+  const Model M = make_model(L, rng, 3, 16);
+  auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  for (int mode : {0, 1, 2})
+    for (int ts : {32, 64})  // the teams TensorCoreRadial runs on the H200 with this C
+      for (int blocks : {0, 3}) {
+        prm.radial_mode = mode;
+        prm.adjoint_min_blocks = blocks;
+        const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+        EXPECT_EQ(ln.capped_adj, blocks == 3 && mode >= 1 && ts <= 128) << mode << " " << ts << " " << blocks;
+      }
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {32, 64})
+    for (int mode : {1, 2}) {
+      check_against<L>(M, S, E, {ts, mode, 0, 3});
+      compare_runs<float, L>(M, S, E, {ts, mode, 0, 0}, {ts, mode, 0, 3}, 1e-6);
+    }
+}
+
+// LayerParams::shared_carveout: after a launch the kernel carries the requested carveout (CUDA only), and the
+// results are bitwise those of the default cache split; through Kokkos's launch and through our own (both of the
+// forward's constant-memory slot kernels then carry it).
+TEST(Interaction, SharedCarveout) {
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
+  // (the attribute itself reads -1 on CUDA too until a carveout is set, so it cannot tell whether we run there)
+  if (!carveout_applies<FwdPolicy>) GTEST_SKIP() << "carveouts exist on CUDA only";
+  constexpr int L = 2;  // split_case's C = 8
+  const auto [M, S, E] = split_case(96);
+  for (int slots : {0, 1}) {
+    SCOPED_TRACE("const_slots " + std::to_string(slots));
+    Launch plain_ln(32, 1, 0);
+    plain_ln.const_slots = slots;
+    auto plain = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain_ln);
+    Launch carved = plain_ln;
+    carved.carveout = 50;
+    auto a = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);
+    auto b = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);  // launched with the carveout in place
+    if (slots == 0) {
+      EXPECT_EQ((shared_carveout_of<Kern, FwdPolicy>()), 50);
+    } else {
+      const auto ks = const_slot_kernels<Kern, FwdPolicy>();
+      EXPECT_EQ(kernel_carveout_of(ks.first), 50);
+      EXPECT_EQ(kernel_carveout_of(ks.second), 50);
+    }
+    for (const auto* run : {&a, &b}) {
+      EXPECT_EQ(max_diff(plain.m, run->m).first, 0.0);
+      EXPECT_EQ(max_diff(plain.o, run->o).first, 0.0);
+      EXPECT_EQ(max_diff(plain.gh, run->gh).first, 0.0);
+      EXPECT_EQ(max_diff(plain.f, run->f).first, 0.0);
+    }
+  }
+}
+
+// LayerParams::const_slot_launch (CUDA builds): the fused kernels launched by parallel_for_const_slots (their
+// functor in constant-memory slots of their own, used in turn) give bit for bit the results of Kokkos's launch, over
+// several calls (both slots of each kernel, back to back without a fence between the launches of one call), for the
+// forward and the capped adjoints at teams of 32 and 64.
+TEST(Interaction, ConstSlotLaunch) {
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
+  if (!const_slots_compiled<Kern, FwdPolicy>) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
+  EXPECT_NE((const_slot_kernels<Kern, FwdPolicy>().first), nullptr);
+  constexpr int L = 2;  // split_case's C = 8
+  const auto [M, S, E] = split_case(99);
+  for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
+    for (int mode : {1, 2}) {
+      Launch plain(ts, mode, 0);
+      plain.const_slots = 0;  // Kokkos's launch
+      const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
+      Launch own = plain;
+      own.const_slots = 1;
+      for (int rep = 0; rep < 3; ++rep) {
+        SCOPED_TRACE(own.str() + " rep " + std::to_string(rep));
+        expect_bitwise_equal(ref, run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, own));
+      }
+    }
+  Launch own(64, 2, 0);
+  own.const_slots = 1;
+  check_against<L>(M, S, E, own);  // and against the reference and finite differences
+}
+
+// LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
+// one prepare pass per radial chunk (basis_chunk = 1): the edge slots see the same edges in the same order.
+// Receivers with up to 89 candidate edges, some beyond r_c: several basis chunks of up to 64 edges, partial last
+// basis and radial chunks (the other tests check the default basis chunks against the reference and finite
+// differences); and the launch report.
+TEST(Interaction, BasisChunks) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  constexpr int L = 2;
+  std::mt19937 rng(97);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S = make_system(L, C, rng, 4, 90, 3.0);
+  Expected E;  // upstream gradients only (no reference: the comparison is with basis_chunk = 1)
+  std::normal_distribution<double> gauss(0, 1);
+  for (auto* v : {&E.gm, &E.go}) {
+    v->resize(size_t(S.n_recv) * num_sh(L) * C);
+    for (double& a : *v) a = gauss(rng);
+  }
+  auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  for (int mode : {1, 2})
+    for (int ts : {C, 4 * C})
+      for (int chunk : {2, 4, 8}) {
+        Launch one(ts, mode, chunk);
+        one.basis_chunk = 1;
+        const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, one);
+        for (int bc : {0, 24}) {
+          Launch b = one;
+          b.basis_chunk = bc;
+          SCOPED_TRACE(b.str());
+          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
+          expect_bitwise_equal(ref, run);
+          EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
+          // the launch: basis chunks are multiples of the radial chunk, at most 64 and at most the request
+          prm.radial_mode = mode;
+          prm.radial_chunk = chunk;
+          prm.basis_chunk = bc;
+          const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+          for (const auto& [basis, rad] : {std::pair{ln.basis_fwd, ln.chunk_fwd}, std::pair{ln.basis_adj, ln.chunk_adj}}) {
+            ASSERT_GT(rad, 0);  // these small chunks fit everywhere: mode 1 runs
+            EXPECT_EQ(basis % rad, 0) << basis << " " << rad;
+            EXPECT_LE(basis, bc > 0 ? std::max(bc / rad * rad, rad) : kMaxBasisChunk) << basis << " " << rad;
+            if (bc == 0 && runs_on_host<Dev::execution_space>) EXPECT_EQ(basis, kMaxBasisChunk);  // no scratch limit
+          }
+          prm.basis_chunk = 1;
+          const auto l1 = interaction_launch<float, Dev, L, true>(prm, ts);
+          EXPECT_EQ(l1.basis_fwd, l1.chunk_fwd);
+          EXPECT_EQ(l1.basis_adj, l1.chunk_adj);
+        }
+      }
+}
+
+// InteractionWork::f_send / vatom_send: the sender adjoint accumulates its forces and virial there (it must: else
+// the two adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
+// const_slot_launch = 1), and
+// the sums are bit for bit those of one shared accumulator (each array gets one addend per atom here, from zero); run
+// side by side or one after the other, for the automatic team and the GPU / host paths, radial modes 0-2; the sums
+// also against the reference and finite differences.
+TEST(Interaction, ConcurrentAdjoints) {
+  const int C = 8;
+  constexpr int L = 2;
+  const auto [M, S, E] = split_case(98);
+  std::vector<int> teams = {0};  // automatic: one thread per team on host back-ends
+  for (int ts : {C, 4 * C})
+    if (team_size_max() >= ts) teams.push_back(ts);
+  for (int mode : {0, 1, 2})
+    for (int ts : teams) {
+      Launch plain(ts, mode, 0);  // one accumulator: the adjoints one after the other, whatever `concurrent` says
+      plain.const_slots = 0;
+      const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
+      for (int conc : {1, 0})
+        for (int slots : {0, 1}) {  // (const slots: CUDA only; with them the two adjoints overlap there)
+          Launch ln = plain;
+          ln.send_accumulators = true;
+          ln.concurrent = conc;
+          ln.const_slots = slots;
+          SCOPED_TRACE(ln.str());
+          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
+          EXPECT_GT(max_diff(run.f_send, decltype(run.f_send)("zero", S.n_total, 3)).first, 0.0);
+          EXPECT_GT(max_diff(run.vatom_send, decltype(run.f_send)("zero", S.n_total, 6)).first, 0.0);
+          expect_bitwise_equal(ref, run);
+        }
+    }
+  Launch ln(0, 2, 0);
+  ln.send_accumulators = true;
+  check_against<L>(M, S, E, ln);
+}
+
+// The occupancy arithmetic of the basis-chunk guard on the H200's limits, for the water model's capped adjoints
+// (168 registers) and forward (129), and the chunk search it drives.
+TEST(Interaction, BasisChunkOccupancy) {
+  const SmLimits h200;
+  // teams of 128: 3 blocks by registers whether the scratch is 23 or 38 KB
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 128, 23000), 3);
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 128, 38000), 3);
+  // teams of 64 (MD from 2,048 atoms on): 6 by registers; 38 KB of scratch leaves room for 5 only
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 64, 23000), 6);
+  EXPECT_EQ(blocks_per_sm_for(h200, 168, 64, 38000), 5);
+  EXPECT_EQ(blocks_per_sm_for(h200, 129, 128, 23000), 3);  // 129 -> 136 registers per thread as allocated: 15 warps
+  EXPECT_EQ(blocks_per_sm_for(h200, 32, 128, 0), 16);      // threads: 2048 / 128
+  EXPECT_EQ(blocks_per_sm_for(h200, 16, 32, 0), 32);       // the block limit
+  // the search: the largest chunk (in steps of gch) that keeps blocks(gch)
+  auto blocks = [](int gsc) { return gsc <= 48 ? 6 : 5; };
+  EXPECT_EQ(largest_chunk_keeping(64, 4, blocks), 48);
+  EXPECT_EQ(largest_chunk_keeping(64, 8, [](int) { return 3; }), 64);
+  EXPECT_EQ(largest_chunk_keeping(8, 8, blocks), 8);
+  EXPECT_EQ(largest_chunk_keeping(60, 4, [](int g) { return g == 4 ? 7 : 6; }), 4);
+}
+
+// Automatic GPU launch against the 40 KB of CUDA scratch_size_max(0) in this Kokkos 3.4 build (team_size_max
+// 1024): radial mode 1 takes the largest S whose chunk of >= S edges fits, else mode 0.
+template <class T, int L>
+void expect_gpu_launch(int C, int H, bool adjoint, int S, int chunk) {
+  using Kern = InteractionKernel<T, Dev, L, true>;
+  const size_t limit = 40960;
+  const auto sg = Kern::gpu_launch(C, H, 8, adjoint, true, 0, 1024, limit);
+  const size_t bytes = Kern::scratch_bytes(C, H, 8, adjoint, sg.first, sg.second);
+  std::printf("%s C=%d L=%d H=%d %s: S=%d chunk=%d scratch %zu B (mode 0: %zu B)\n", sizeof(T) == 4 ? "float" : "double",
+              C, L, H, adjoint ? "adjoint" : "forward", sg.first, sg.second, bytes,
+              Kern::scratch_bytes(C, H, 8, adjoint, sg.first));
+  EXPECT_EQ(sg.first, S);
+  EXPECT_EQ(sg.second, chunk);
+  EXPECT_LE(bytes, limit);
+  EXPECT_EQ(Kern::gpu_launch(C, H, 8, adjoint, false, 0, 1024, limit).second, 0);
+}
+
+TEST(Interaction, RadialGemmScratch) {
+  expect_gpu_launch<float, 2>(32, 32, false, 4, 8);
+  expect_gpu_launch<float, 2>(32, 32, true, 4, 4);
+  expect_gpu_launch<double, 2>(32, 32, false, 4, 4);
+  expect_gpu_launch<double, 2>(32, 32, true, 2, 2);
+  expect_gpu_launch<float, 3>(64, 16, false, 2, 2);
+  expect_gpu_launch<float, 3>(64, 16, true, 2, 0);  // does not fit: mode 0
+  expect_gpu_launch<double, 3>(64, 16, false, 2, 0);
+  expect_gpu_launch<double, 3>(64, 16, true, 2, 0);
+  // explicit chunk that does not fit: mode 0
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  EXPECT_EQ(Kern::radial_chunk_for(32, 32, 8, true, 4, 40960, 8), 0);
+}
+
+// Explicit team sizes must be 1 or a multiple of C.
+TEST(Interaction, TeamSizeValidation) {
+  constexpr int L = 1;
+  std::mt19937 rng(81);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng, 2, 4, 3.0);
+  auto run = [&](int ts) { run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, ts); };
+  EXPECT_THROW(run(M.C + 1), std::invalid_argument);
+  EXPECT_THROW(run(M.C / 2), std::invalid_argument);
+}

@@ -1,0 +1,168 @@
+// The GPU code paths on any back-end: one thread per channel, edge split, radial GEMM (mode 1) and tensor cores
+// (mode 2) vs the reference, finite differences and each other.
+#include "interaction_test_util.hpp"
+
+using namespace bt;
+using namespace interaction_test;
+
+// The L = 1 kernel sets of all test_interaction sources (interaction_test_util.hpp).
+namespace interaction_test {
+INTERACTION_TEST_RUN_KERNELS(double, 1);
+INTERACTION_TEST_RUN_KERNELS(float, 1);
+}  // namespace interaction_test
+
+// Largest team the back-end runs (on OpenMP: the thread count); declared in interaction_test_util.hpp.
+int interaction_test::team_size_max() {
+  using Kern = InteractionKernel<double, Dev, 1, true>;
+  Kokkos::TeamPolicy<Dev::execution_space, Kern::RecvAdj> probe(1, 1);
+  return probe.team_size_max(Kern{}, Kokkos::ParallelForTag());
+}
+
+// The one-thread-per-channel code path (used on GPUs) on the host back-end: needs a team size of C = 8, i.e.
+// at least 8 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=8); skipped otherwise.
+TEST(Interaction, TeamPerChannelPath) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < C) GTEST_SKIP() << "team_size_max " << tmax << " < C";
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {C});
+  check_forward_and_adjoint<2>(16, 6, 10, 4.0, {C});
+  check_forward_and_adjoint<2>(20, 6, 10, 4.0, {C}, 12);  // dk > kSmallDk
+}
+
+// The edge-split GPU path (team_size = C * S: thread = channel + edge slot) on the host back-end: needs teams of
+// 4 C = 32 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=32); skipped otherwise.
+TEST(Interaction, EdgeSplitPath) {
+  using Kern = InteractionKernel<double, Dev, 1, true>;
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  // random graph: several chunks per receiver, softmax carried across chunks and slots
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {2 * C, 4 * C});
+  constexpr int L = 2;
+  std::mt19937 rng(71);
+  const Model M = make_model(L, rng);
+  ASSERT_EQ(M.C, C);
+  const System S = split_system(L, C, M.rc, rng);
+  // premise: receiver 0 spans two chunks and has >= 2 edges inside r_c, all in list slots 3 (mod 4)
+  int n0 = 0, in0 = 0;
+  for (size_t e = 0; e < S.recv.size(); ++e)
+    if (S.recv[e] == 0) {
+      double d2 = 0;
+      for (int a = 0; a < 3; ++a) d2 += std::pow(S.x[3 * S.send[e] + a] - S.x[a], 2);
+      if (std::sqrt(d2) < M.rc) {
+        EXPECT_EQ(n0 % 4, 3);
+        ++in0;
+      }
+      ++n0;
+    }
+  ASSERT_GT(n0, Kern::CH);
+  ASSERT_GE(in0, 2);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {1, C, 2 * C, 4 * C}) check_against<L>(M, S, E, ts);
+  compare_runs<double, L>(M, S, E, C, 4 * C, 1e-12);
+  compare_runs<float, L>(M, S, E, C, 4 * C, 2e-5);
+}
+
+// Radial mode 1 (the team computes the chunk's radial outputs as a GEMM into scratch) on the host back-end with
+// teams of C * S threads (CTest runs it with OMP_NUM_THREADS=32) and with one thread per team: chunks of 8, 4 and 2
+// edges (register blocks of 4 and 2 edges, partial last blocks) vs the reference and finite differences, and vs
+// mode 0 to rounding.
+TEST(Interaction, RadialGemmPath) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  // random graphs: several chunks per receiver; L = 3 (NW C = 184 columns: 5 or 6 per thread of 32, tiles of 4,
+  // 2 and 1 columns)
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {{C, 1, 8}, {2 * C, 1, 2}, {4 * C, 1, 4}, {4 * C, 1, 0}});
+  check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, 1, 2}, {4 * C, 1, 8}});
+  check_forward_and_adjoint<2>(21, 4, 12, 4.0, {{4 * C, 1, 0}}, 12);  // dk > kSmallDk
+  // split_system: a receiver without edges, one with 2 edges (fewer than the chunk), edges beyond r_c
+  constexpr int L = 2;
+  std::mt19937 rng(71);
+  const Model M = make_model(L, rng);
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  for (int ts : {C, 2 * C, 4 * C})
+    for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {ts, 1, chunk});
+  for (int chunk : {8, 4, 2}) {
+    compare_runs<double, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 1e-12);
+    compare_runs<float, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 2e-5);
+  }
+  compare_runs<float, L>(M, S, E, {C, 0, 0}, {2 * C, 1, 2}, 2e-5);
+  // one thread per team (host back-ends): the thread runs the chunk GEMM, then loops over the channels, with the
+  // adjoint partials accumulated across chunks in scratch apart from the chunk
+  for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {1, 1, chunk});
+  compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 1e-12);
+  compare_runs<float, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 2e-5);
+}
+
+// Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
+// steps) and 40 (5: past the unrolled 4), teams of 32 and 64 threads (C = 8: S = 4, 8), chunks of 8, 4 and 2
+// (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups: a receiver with 2 edges; chunks
+// below 8 / 4 edges run mode 1 in the forward / adjoint), vs the reference and finite differences and vs mode 1
+// to rounding. Where the tensor cores exist (sm_80+ CUDA build) the launch must report them for float; elsewhere
+// (host back-ends: CTest runs this with OMP_NUM_THREADS=32, teams of 32 only) mode 2 is mode 1.
+TEST(Interaction, TensorCoreRadial) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  std::vector<int> teams = {32};
+  if (tmax >= 64) teams.push_back(64);
+  constexpr int L = 2;
+  std::mt19937 rng(91);
+  for (int H : {16, 40}) {
+    SCOPED_TRACE("H " + std::to_string(H));
+    const Model M = make_model(L, rng, 3, H);
+    auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg,
+                                                M.Wq, M.Wk);
+    ASSERT_GT(prm.W2tc.extent(0), 0u);  // fragments packed for float
+    const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
+    for (int ts : teams) {
+      prm.radial_mode = 2;
+      const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);  // automatic chunk: 8 edges
+      EXPECT_EQ(ln.tc_fwd, tcs) << ts;
+      EXPECT_EQ(ln.tc_adj, tcs) << ts;
+      for (int chunk : {2, 4, 8}) {  // tensor cores only for chunks that fill the MMA: 8 (forward), 4 (adjoint)
+        prm.radial_chunk = chunk;
+        const auto lc = interaction_launch<float, Dev, L, true>(prm, ts);
+        EXPECT_EQ(lc.tc_fwd, tcs && chunk >= 8) << ts << " " << chunk;
+        EXPECT_EQ(lc.tc_adj, tcs && chunk >= 4) << ts << " " << chunk;
+      }
+      prm.radial_chunk = 0;
+      prm.radial_mode = 1;
+      const auto ln1 = interaction_launch<float, Dev, L, true>(prm, ts);
+      EXPECT_FALSE(ln1.tc_fwd || ln1.tc_adj);
+    }
+    const System S = split_system(L, C, M.rc, rng);
+    const Expected E = expected(M, S, rng);
+    for (int ts : teams)
+      for (int chunk : {8, 4, 2}) {
+        check_against<L>(M, S, E, {ts, 2, chunk});
+        compare_runs<float, L>(M, S, E, {ts, 1, chunk}, {ts, 2, chunk}, 2e-5);
+      }
+  }
+  // L = 1 and 3 (NW C = 64 and 368 columns: 4 and 23 tiles over 1 or 2 warps), several chunks per receiver
+  check_forward_and_adjoint<1>(92, 4, 44, 3.0, {{32, 2, 8}, {teams.back(), 2, 4}}, 3, 16);
+  check_forward_and_adjoint<3>(93, 3, 9, 4.0, {{32, 2, 2}, {teams.back(), 2, 8}}, 3, 16);
+  // tf32_round: nearest TF32 (10 mantissa bits), ties away from zero; 3xTF32 parts recover x to 2^-21
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-11f), 1.0f + 0x1p-10f);  // tie: away from zero
+  EXPECT_EQ(tf32_round(-(1.0f + 0x1p-11f)), -(1.0f + 0x1p-10f));
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-12f), 1.0f);
+  std::uniform_real_distribution<float> uf(-3.f, 3.f);
+  std::vector<float> W(16 * 32);
+  for (float& w : W) {
+    w = uf(rng);
+    const float big = tf32_round(w), small = tf32_round(w - big);
+    EXPECT_EQ(big, tf32_round(big));
+    EXPECT_LE(std::fabs(w - big), std::ldexp(std::fabs(w), -11));
+    EXPECT_LE(std::fabs(w - (big + small)), std::ldexp(std::fabs(w), -21));
+  }
+  // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
+  const auto frag = pack_a_fragments([&](int k, int m) { return W[size_t(k) * 32 + m]; }, 16, 32);
+  std::vector<int> seen(W.size(), 0);
+  for (int tile = 0; tile < 2; ++tile)
+    for (int ks = 0; ks < 2; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r) {
+          const size_t w = size_t(ks * 8 + MmaTile::a_col(l, r)) * 32 + tile * 16 + MmaTile::a_row(l, r);
+          EXPECT_EQ(frag[((size_t(tile) * 2 + ks) * 32 + l) * 4 + r], W[w]);
+          ++seen[w];
+        }
+  for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
+}
