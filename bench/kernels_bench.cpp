@@ -83,6 +83,18 @@ RandomGraph make_random_graph(int N, int k, unsigned seed) {
   return g;
 }
 
+// An integer A/B setting from the environment (env_switch.hpp): `fallback` when unset; a whole number in [lo, hi],
+// else the bench stops with a message.
+int env_int(const char* name, int lo, int hi, int fallback) {
+  try {
+    const std::string range = "an integer " + std::to_string(lo) + ".." + std::to_string(hi);
+    return env_switch(name, [&](int v) { return v >= lo && v <= hi; }, range.c_str()).value_or(fallback);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "batmobile_bench: %s\n", e.what());
+    std::exit(2);
+  }
+}
+
 template <class F>
 double median_ms(F&& f, int warmup, int reps) {
   for (int r = 0; r < warmup; ++r) f();
@@ -239,26 +251,22 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
     // as in the model: the sender adjoint accumulates its forces / virial apart, so that the two adjoints can run side
-    // by side (LayerParams::concurrent_adjoints; BATMOBILE_CONCURRENT_ADJOINTS=1, with BATMOBILE_CONST_SLOTS=1)
+    // by side (LayerParams::concurrent_adjoints, default 1; BATMOBILE_CONCURRENT_ADJOINTS=0: one after the other)
     work.f_send = decltype(f)("f_send", N, 3);
     work.vatom_send = decltype(f)("vatom_send", N, 6);
-    const char* conc_env = std::getenv("BATMOBILE_CONCURRENT_ADJOINTS");
-    if (conc_env) prm.concurrent_adjoints = std::atoi(conc_env);
+    prm.concurrent_adjoints = env_int("BATMOBILE_CONCURRENT_ADJOINTS", 0, 1, prm.concurrent_adjoints);
     // BATMOBILE_ADJ_MIN_BLOCKS=0: also the radial mode >= 1 ops with the adjoint kernels not capped at 168
     // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
     // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
-    const char* carve_env = std::getenv("BATMOBILE_SHMEM_CARVEOUT");
-    prm.shared_carveout = carve_env ? std::atoi(carve_env) : 0;
+    prm.shared_carveout = env_int("BATMOBILE_SHMEM_CARVEOUT", 0, 100, 0);
     // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
-    const char* basis_env = std::getenv("BATMOBILE_BASIS_CHUNK");
-    if (basis_env) prm.basis_chunk = std::atoi(basis_env);
-    // BATMOBILE_CONST_SLOTS=1: every attention op with LayerParams::const_slot_launch = 1 (A/B in separate runs)
-    const char* slots_env = std::getenv("BATMOBILE_CONST_SLOTS");
-    if (slots_env) prm.const_slot_launch = std::atoi(slots_env);
+    prm.basis_chunk = env_int("BATMOBILE_BASIS_CHUNK", 0, kMaxBasisChunk, prm.basis_chunk);
+    // BATMOBILE_CONST_SLOTS=0: every attention op with LayerParams::const_slot_launch = 0, Kokkos's launch (A/B in
+    // separate runs; default 1)
+    prm.const_slot_launch = env_int("BATMOBILE_CONST_SLOTS", 0, 1, prm.const_slot_launch);
     // BATMOBILE_BENCH_TEAM=N: the attention ops with teams of N threads (C * S; 0 or unset: automatic), e.g. the
     // halved edge split that MD uses from kManyAtoms local atoms on (src/model/model_impl.hpp)
-    const char* team_env = std::getenv("BATMOBILE_BENCH_TEAM");
-    const int ts = team_env ? std::atoi(team_env) : 0;
+    const int ts = env_int("BATMOBILE_BENCH_TEAM", 0, 1024, 0);
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_uncapped = cap_env && std::string(cap_env) == "0";
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/env_switch.hpp"
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
 #include "kernels/sh.hpp"
@@ -25,18 +26,6 @@ constexpr int kNodeTeam = 128;  // GPU threads per atom in the node kernels
 constexpr int kManyAtoms = 2048;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
-
-// An integer switch from the environment: nothing if `name` is unset; its value if it is a whole decimal number that
-// `ok` accepts; otherwise std::invalid_argument "NAME must be EXPECTED".
-template <class Ok>
-std::optional<int> env_switch(const char* name, Ok ok, const char* expected) {
-  const char* raw = std::getenv(name);
-  if (!raw) return std::nullopt;
-  const std::string v(raw);
-  const bool digits = !v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || !ok(std::stoi(v))) throw std::invalid_argument(std::string(name) + " must be " + expected);
-  return std::stoi(v);
-}
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
@@ -432,7 +421,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
-    using model_detail::env_switch;
+    using kernels::env_switch;
     if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       for (auto& prm : fused_->params) prm.radial_mode = *m;
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
@@ -440,9 +429,10 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
                                    "an integer percentage 0..100"))
       for (auto& prm : fused_->params) prm.shared_carveout = *co;
-    if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+    const auto zero_or_one = [](int v) { return v == 0 || v == 1; };
+    if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
-    if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+    if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
