@@ -12,9 +12,9 @@
 //       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
 //   set_kernel_carveout(kernel, percent)            the same for a kernel given by its address (nullptr: nothing)
 //   check_cuda(err, what)                           throws "batmobile: WHAT: <CUDA error>" unless cudaSuccess (CUDA)
-//   kernel_carveout_of(kernel)                      the same for a kernel given by its address
 //   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
 //       until one is set: CUDA's "no preference")
+//   kernel_carveout_of(kernel)                      the same for a kernel given by its address (-1 for nullptr)
 //   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
 //   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel that fit on one SM with that
 //       much team scratch, by registers (its numRegs, allocated per warp in units of 256), threads, blocks and

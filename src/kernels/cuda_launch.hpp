@@ -108,11 +108,10 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
       State() {
         for (auto& e : done) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "const slots: event");
         check_cuda(cudaMallocHost(reinterpret_cast<void**>(&staging), 2 * sizeof(Driver)), "const slots: staging");
-        for (int s = 0; s < 2; ++s) {
-          const void* k = s == 0 ? reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 0>::get())
-                                 : reinterpret_cast<const void*>(detail::ConstSlotKernel<Driver, LB, 1>::get());
+        const auto ks = const_slot_kernels<Functor, Policy>();
+        const void* const slot_kernels[2] = {ks.first, ks.second};
+        for (const void* k : slot_kernels)
           check_cuda(cudaFuncSetCacheConfig(k, cudaFuncCachePreferShared), "const slots: cache preference");
-        }
       }
     };
     static State st;  // (never freed: it lives as long as the CUDA context; one host thread launches, as in LAMMPS)

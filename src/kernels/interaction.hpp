@@ -123,8 +123,8 @@ struct LayerParams {
   // kernels (ptxas: the same as these).
   int const_slot_launch = 1;
   // 1 = the receiver and the sender adjoints of interaction_backward on two Lanes (lanes.hpp: CUDA streams) where
-  // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 (default)
-  // = one after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos
+  // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 = one
+  // after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos
   // 3.4's launch the host waits for the receiver adjoint to finish before it launches the sender adjoint (session 9
   // on the H200: 648 atoms 284.3 vs 291.8 steps/s, 10,368 28.2 vs 28.1; kernel bench equal). Default 1: with
   // const_slot_launch = 1, H200 MD 306.9 vs 281.7 steps/s at 648 atoms (648 + 648 teams fill the GPU's 396 block
