@@ -259,6 +259,9 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
     // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
     prm.shared_carveout = env_int("BATMOBILE_SHMEM_CARVEOUT", 0, 100, 0);
+    // BATMOBILE_FWD_MIN_BLOCKS=0: every attention op with the forward kernel uncapped (LayerParams::
+    // forward_min_blocks = 0; A/B in separate runs; default 4: at most 128 registers)
+    prm.forward_min_blocks = env_int("BATMOBILE_FWD_MIN_BLOCKS", 0, 4, prm.forward_min_blocks);
     // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
     prm.basis_chunk = env_int("BATMOBILE_BASIS_CHUNK", 0, kMaxBasisChunk, prm.basis_chunk);
     // BATMOBILE_CONST_SLOTS=0: every attention op with LayerParams::const_slot_launch = 0, Kokkos's launch (A/B in
@@ -288,6 +291,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                   ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
                                   ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
                                   ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
+                                  ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
                                   ", \"shared_carveout\": " + std::to_string(prm.shared_carveout) +
                                   ", \"const_slots\": " + std::to_string(prm.const_slot_launch) +
                                   ", \"concurrent_adj\": " + std::to_string(prm.concurrent_adjoints);

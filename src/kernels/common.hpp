@@ -123,14 +123,15 @@ KOKKOS_INLINE_FUNCTION constexpr int num_out(int L, bool all) { return all ? 2 *
 
 // Each atom's share of one edge's virial: half of the symmetrised tally -(r (x) g + g (x) r) / 2 (g = dE/dr),
 // added to acc6 in LAMMPS order xx, yy, zz, xy, xz, yz. The single definition of the per-atom virial convention.
-template <class T>
-KOKKOS_INLINE_FUNCTION void add_half_edge_virial(double* acc6, const T* r, const T* g) {
-  acc6[0] += -0.5 * double(r[0]) * g[0];
-  acc6[1] += -0.5 * double(r[1]) * g[1];
-  acc6[2] += -0.5 * double(r[2]) * g[2];
-  acc6[3] += -0.25 * (double(r[0]) * g[1] + double(r[1]) * g[0]);
-  acc6[4] += -0.25 * (double(r[0]) * g[2] + double(r[2]) * g[0]);
-  acc6[5] += -0.25 * (double(r[1]) * g[2] + double(r[2]) * g[1]);
+// A: the accumulator type (double; the fused adjoints' per-thread partials on GPUs use T), computed in A.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION void add_half_edge_virial(A* acc6, const T* r, const T* g) {
+  acc6[0] += A(-0.5) * A(r[0]) * A(g[0]);
+  acc6[1] += A(-0.5) * A(r[1]) * A(g[1]);
+  acc6[2] += A(-0.5) * A(r[2]) * A(g[2]);
+  acc6[3] += A(-0.25) * (A(r[0]) * A(g[1]) + A(r[1]) * A(g[0]));
+  acc6[4] += A(-0.25) * (A(r[0]) * A(g[2]) + A(r[2]) * A(g[0]));
+  acc6[5] += A(-0.25) * (A(r[1]) * A(g[2]) + A(r[2]) * A(g[1]));
 }
 
 template <class F, int... I>

@@ -107,14 +107,18 @@ struct LayerParams {
   // but cost teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the occupancy guard that
   // followed, 0 gave 294.1 / 27.98 vs 291.8 / 28.12 (session 9): within noise.
   int basis_chunk = 1;
-  // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where adjoint_capped() says so, 0 = uncapped.
+  // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where fused_capped() says so, 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
   // 1.06 ms (session 7)
   int adjoint_min_blocks = 3;
+  // 4 = the forward kernel (radial mode 1/2, float, device back-ends, teams <= 128) launched with
+  // Kokkos::LaunchBounds<128, 4>: at most 128 registers, so that 4 blocks of 128 threads fit on an SM instead of 3
+  // (ptxas sm_90, float L = 2: 129 registers uncapped, 128 and 0 spills capped); 0 = uncapped.
+  int forward_min_blocks = 4;
   // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
   // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
   int shared_carveout = 0;
-  // 1 = the fused kernels that MD runs (float, radial mode 1/2: the forward, and the adjoints where they are capped)
+  // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
   // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
   // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
   // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: alone it changed nothing
@@ -919,13 +923,15 @@ struct InteractionKernel {
     *gs_out = gs;
   }
 
-  KOKKOS_INLINE_FUNCTION static void tally_virial(double* acc, const T* r, const T* gr) {
+  template <class A>
+  KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
   }
 
-  // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj).
-  template <bool SENDER, class Ch>
-  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, double* acc,
+  // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
+  // (A = double, or T for the per-thread partials of the GPU path, see adjoint_team).
+  template <bool SENDER, class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, A* acc,
                                            T* ghj) const {
     const int other = ch.other(t);
     if (other < 0) return;
@@ -935,12 +941,12 @@ struct InteractionKernel {
     T gr[3], gs;
     edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, gr, ghj, &gs);
     // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
-    for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -double(gr[b]) : double(gr[b]);
+    for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
     tally_virial(acc, r, gr);
     if constexpr (ATTN) {
       const T sdk = T(1) / sqrt(T(prm.dk));
       for (int x = 0; x < DKM; ++x)
-        if (x < prm.dk) acc[9 + x] += double(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
+        if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
     }
   }
 
@@ -979,7 +985,10 @@ struct InteractionKernel {
     const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
     if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
       const int c = tr % C, sl = tr / C;
-      double acc[NV];
+      // in T: a thread sums only its own few edges (1/S of the atom's), the team and the atoms add in double.
+      // In double the float L = 2 adjoints spilled at their 168-register cap (ptxas sm_90, receiver / sender: 8 / 48
+      // B of spill stores; 0 / 0 in float).
+      T acc[NV];
       for (int v = 0; v < NV; ++v) acc[v] = 0;
       T ghj[K];
       for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
@@ -1097,14 +1106,30 @@ struct InteractionWork {
 // receiver adjoint 168 registers 0 B spills, sender 168 / 28 B; uncapped 238 / 247). Compiled only where it can
 // apply, to keep the build time: device back-ends, float, DKM = kSmallDk, radial mode >= 1 kernels; used there when
 // the team has <= 128 threads.
+// Register caps of the fused kernels, Kokkos::LaunchBounds<128, B> (at most 65536 / (128 B) registers per thread):
+// compiled for device back-ends, float, radial mode >= 1 only; the forward with B = 4 (LayerParams::
+// forward_min_blocks), the adjoints with key width <= kSmallDk with B = 3 (adjoint_min_blocks); 0: none compiled.
 template <class Kern, class Tag>
-inline constexpr bool adjoint_cap_compiled = !runs_on_host<typename Kern::exec> &&
-                                             std::is_same<typename Kern::scalar, float>::value &&
-                                             Kern::dkm == kSmallDk && Tag::gemm;
+inline constexpr bool is_forward_tag = std::is_same<Tag, typename Kern::template ForwardT<true>>::value ||
+                                       std::is_same<Tag, typename Kern::template ForwardT<false>>::value;
+template <class Kern, class Tag>
+inline constexpr int fused_cap_blocks =
+    !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm
+        ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? 3 : 0)
+        : 0;
+template <class Kern, class Tag>
+inline constexpr bool adjoint_cap_compiled = !is_forward_tag<Kern, Tag> && fused_cap_blocks<Kern, Tag> > 0;
+// The policy type of a capped launch of tag Tag.
+template <class Kern, class Tag>
+using CappedPolicy = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, fused_cap_blocks<Kern, Tag>>>;
 
+// Whether kernel `kern` of tag Tag launches capped with teams of team_size: compiled, asked for (forward_min_blocks
+// or adjoint_min_blocks equal to the compiled B) and teams of at most 128 threads.
 template <class Kern, class Tag>
-bool adjoint_capped(const Kern& kern, int team_size) {
-  return adjoint_cap_compiled<Kern, Tag> && kern.prm.adjoint_min_blocks == 3 && team_size <= 128;
+bool fused_capped(const Kern& kern, int team_size) {
+  constexpr int B = fused_cap_blocks<Kern, Tag>;
+  const int want = is_forward_tag<Kern, Tag> ? kern.prm.forward_min_blocks : kern.prm.adjoint_min_blocks;
+  return B > 0 && want == B && team_size <= 128;
 }
 
 // The largest of gsc, gsc - gch, ..., gch whose blocks(.) is at least blocks(gch) (pure; tests check it anywhere).
@@ -1116,7 +1141,7 @@ int largest_chunk_keeping(int gsc, int gch, const Blocks& blocks) {
 }
 
 // The largest basis chunk, from kern.gsc down in steps of the radial chunk kern.gch, with which the kernel (as
-// launch_fused / launch_adjoint will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
+// launch_kernel will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
 // scratch must not cost occupancy. On the H200 (session 8), 64-edge basis chunks (~38 KB of scratch): teams of 128
 // (3 blocks per SM either way) MD at 648 atoms 292.0 vs 271.7 steps/s with one pass per radial chunk; teams of 64
 // (MD from kManyAtoms on; 6 -> 5 blocks per SM) 10,368 atoms 25.4 vs 28.3.
@@ -1128,9 +1153,9 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
   auto blocks = [&](int gsc) {
     const size_t bytes = Kern::scratch_bytes(p.C, p.H, p.dk, adjoint, S, kern.gch, overlap, gsc);
     using Plain = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
-    using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
-    if constexpr (adjoint_cap_compiled<Kern, Tag>)
-      if (adjoint_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, Capped>(team_size, bytes);
+    if constexpr (fused_cap_blocks<Kern, Tag> > 0)
+      if (fused_capped<Kern, Tag>(kern, team_size))
+        return blocks_per_sm<Kern, CappedPolicy<Kern, Tag>>(team_size, bytes);
     return blocks_per_sm<Kern, Plain>(team_size, bytes);
   };
   return largest_chunk_keeping(kern.gsc, kern.gch, blocks);
@@ -1195,15 +1220,14 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
 }
 
 // The launches that LayerParams::const_slot_launch can take over (compiled only there, to keep the build time):
-// CUDA builds, float, radial mode >= 1; the forward with a plain policy, the adjoints (key width <= kSmallDk) capped.
+// CUDA builds, float, radial mode >= 1, capped (fused_cap_blocks): the forward and the adjoints with key width
+// <= kSmallDk, as MD runs them. The uncapped A/B launches go through Kokkos's.
 template <class Kern, class Pol>
 inline constexpr bool const_slots_compiled = [] {
   using Tag = typename Pol::work_tag;
-  constexpr bool fwd = std::is_same<Tag, typename Kern::template ForwardT<true>>::value;
-  constexpr bool capped = std::is_same<typename Pol::launch_bounds, Kokkos::LaunchBounds<128, 3>>::value;
-  constexpr bool device_float_gemm =
-      !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm;
-  return const_launch_available && (fwd ? device_float_gemm : capped && adjoint_cap_compiled<Kern, Tag>);
+  if constexpr (fused_cap_blocks<Kern, Tag> > 0)
+    return const_launch_available && std::is_same<Pol, CappedPolicy<Kern, Tag>>::value;
+  return false;
 }();
 
 // parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
@@ -1231,14 +1255,14 @@ P policy_on(const typename P::execution_space& space, const Pol& pol) {
   return p.set_scratch_size(0, Kokkos::PerTeam(pol.scratch_size(0)));  // (no per-thread scratch here)
 }
 
-// Launches an adjoint kernel with policy pol on execution-space instance `space` (a Lanes lane or the default).
+// Launches a fused kernel with policy pol's league, team and scratch on execution-space instance `space` (a Lanes
+// lane or the default), capped where fused_capped says so.
 template <class Kern, class Pol>
-void launch_adjoint(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
+void launch_kernel(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
   using Tag = typename Pol::work_tag;
-  if constexpr (adjoint_cap_compiled<Kern, Tag>) {
-    if (adjoint_capped<Kern, Tag>(kern, pol.team_size())) {
-      using Capped = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, 3>>;
-      launch_fused(name, kern, policy_on<Capped>(space, pol));
+  if constexpr (fused_cap_blocks<Kern, Tag> > 0) {
+    if (fused_capped<Kern, Tag>(kern, pol.team_size())) {
+      launch_fused(name, kern, policy_on<CappedPolicy<Kern, Tag>>(space, pol));
       return;
     }
   }
@@ -1252,6 +1276,7 @@ struct InteractionLaunch {
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   bool tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
+  bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
@@ -1277,6 +1302,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.chunk_fwd = kern.gch;
     r.basis_fwd = kern.gsc;
     r.tc_fwd = kern.tc;
+    r.capped_fwd = fused_capped<Kern, typename std::decay_t<decltype(pol)>::work_tag>(kern, pol.team_size());
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
                                     Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
@@ -1288,7 +1314,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.chunk_adj = adj.gch;
       r.basis_adj = adj.gsc;
       r.tc_adj = adj.tc;
-      r.capped_adj = adjoint_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
+      r.capped_adj = fused_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
@@ -1328,7 +1354,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   bind_layer(kern, g, prm, h, o, work);
   kern.m = m;
   with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
-    launch_fused("batmobile::interaction_fwd", kern, pol);
+    launch_kernel("batmobile::interaction_fwd", kern, pol, exec());
   });
 }
 
@@ -1365,10 +1391,10 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     const exec recv_space = concurrent ? work.lanes->lane(0) : exec();
     const exec send_space = concurrent ? work.lanes->lane(1) : exec();
     with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_recv_adj", kern, pol, recv_space);
+      launch_kernel("batmobile::interaction_recv_adj", kern, pol, recv_space);
     });
     with_atom_policy<Kern::template SendAdjT>(send, g.n_total, true, team_size, [&](const auto& pol) {
-      launch_adjoint("batmobile::interaction_send_adj", send, pol, send_space);
+      launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
     });
     if (concurrent) work.lanes->join();
   });

@@ -411,7 +411,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_RADIAL_MODE=0|1|2 the radial path (default 2, the team GEMM on tensor cores where they apply,
     //     else on CUDA cores or the host = 1);
     //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3 (default): the adjoint kernels with at most 168 registers (3 blocks of 128
-    //     threads per SM; adjoint_capped), 0: uncapped;
+    //     threads per SM; fused_capped), 0: uncapped;
+    //   BATMOBILE_FWD_MIN_BLOCKS=0|4 4 (default): the forward kernel with at most 128 registers (4 blocks of 128
+    //     threads per SM), 0: uncapped (LayerParams::forward_min_blocks);
     //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
     //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
     //   BATMOBILE_CONST_SLOTS=0|1 1 (default): the fused kernels of MD launched by our own code with their functor
@@ -426,6 +428,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       for (auto& prm : fused_->params) prm.radial_mode = *m;
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
+    if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))
+      for (auto& prm : fused_->params) prm.forward_min_blocks = *fb;
     if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
                                    "an integer percentage 0..100"))
       for (auto& prm : fused_->params) prm.shared_carveout = *co;

@@ -185,6 +185,7 @@ struct Launch {
   int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
   int const_slots = LayerParams<float, Dev>().const_slot_launch;
+  int fwd_blocks = LayerParams<float, Dev>().forward_min_blocks;  // LayerParams::forward_min_blocks
   // InteractionWork::f_send / vatom_send given (the sender adjoint's own accumulators, summed after the run) and
   // LayerParams::concurrent_adjoints
   bool send_accumulators = false;
@@ -193,7 +194,8 @@ struct Launch {
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
-           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " basis " +
+           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " fwd_blocks " +
+           std::to_string(fwd_blocks) + " basis " +
            std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots) + " send_acc " +
            std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent);
   }
@@ -218,6 +220,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
+  prm.forward_min_blocks = ln.fwd_blocks;
   prm.shared_carveout = ln.carveout;
   prm.basis_chunk = ln.basis_chunk;
   prm.const_slot_launch = ln.const_slots;

@@ -29,33 +29,54 @@ SplitCase split_case(unsigned seed) {
   return {std::move(M), std::move(S), std::move(E)};
 }
 
-// LayerParams::adjoint_min_blocks = 3 (adjoints capped at 168 registers; compiled for device back-ends, float,
-// dk <= kSmallDk, radial mode >= 1, teams <= 128): the launch must report the cap exactly there, and the capped
-// kernels must match the reference, finite differences and the uncapped kernels (the cap changes registers, not
+// The register caps (fused_capped; compiled for device back-ends, float, radial mode >= 1, teams <= 128):
+// LayerParams::adjoint_min_blocks = 3 (adjoints with dk <= kSmallDk at 168 registers) and forward_min_blocks = 4
+// (the forward at 128). The launch must report each cap exactly there, and the capped kernels must match the
+// reference, finite differences and the uncapped kernels through both launches (a cap changes registers, not
 // arithmetic: equal to rounding).
-TEST(Interaction, AdjointRegisterCap) {
-  if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
-  const int C = 8;
+void check_register_cap(bool forward, unsigned seed) {
+  const int C = 8, B = forward ? 4 : 3;
   constexpr int L = 2;
-  std::mt19937 rng(95);
+  std::mt19937 rng(seed);
   const Model M = make_model(L, rng, 3, 16);
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
   for (int mode : {0, 1, 2})
     for (int ts : {32, 64})  // the teams TensorCoreRadial runs on the H200 with this C
-      for (int blocks : {0, 3}) {
+      for (int blocks : {0, B}) {
         prm.radial_mode = mode;
-        prm.adjoint_min_blocks = blocks;
+        (forward ? prm.forward_min_blocks : prm.adjoint_min_blocks) = blocks;
         const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
-        EXPECT_EQ(ln.capped_adj, blocks == 3 && mode >= 1 && ts <= 128) << mode << " " << ts << " " << blocks;
+        EXPECT_EQ(forward ? ln.capped_fwd : ln.capped_adj, blocks == B && mode >= 1 && ts <= 128)
+            << mode << " " << ts << " " << blocks;
       }
   const System S = split_system(L, C, M.rc, rng);
   const Expected E = expected(M, S, rng);
-  for (int ts : {32, 64})
-    for (int mode : {1, 2}) {
-      check_against<L>(M, S, E, {ts, mode, 0, 3});
-      compare_runs<float, L>(M, S, E, {ts, mode, 0, 0}, {ts, mode, 0, 3}, 1e-6);
-    }
+  for (int slots : {0, 1})
+    for (int ts : {32, 64})
+      for (int mode : {1, 2}) {
+        Launch capped(ts, mode, 0), plain(ts, mode, 0);
+        if (forward) {
+          capped.fwd_blocks = B;
+          plain.fwd_blocks = 0;
+        } else {
+          capped.min_blocks = B;
+          plain.min_blocks = 0;
+        }
+        capped.const_slots = plain.const_slots = slots;
+        check_against<L>(M, S, E, capped);
+        compare_runs<float, L>(M, S, E, plain, capped, 1e-6);
+      }
+}
+
+TEST(Interaction, AdjointRegisterCap) {
+  if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
+  check_register_cap(false, 95);
+}
+
+TEST(Interaction, ForwardRegisterCap) {
+  if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
+  check_register_cap(true, 97);
 }
 
 // LayerParams::shared_carveout: after a launch the kernel carries the requested carveout (CUDA only), and the
