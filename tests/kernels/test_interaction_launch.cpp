@@ -84,7 +84,10 @@ TEST(Interaction, ForwardRegisterCap) {
 // forward's constant-memory slot kernels then carry it).
 TEST(Interaction, SharedCarveout) {
   using Kern = InteractionKernel<float, Dev, 2, true>;
-  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
+  // the forward as launched with the defaults (forward_min_blocks = 4: capped, where that is compiled)
+  using FwdTag = Kern::ForwardT<true>;
+  using FwdPolicy = std::conditional_t<(fused_cap_blocks<Kern, FwdTag> > 0), CappedPolicy<Kern, FwdTag>,
+                                       Kokkos::TeamPolicy<Dev::execution_space, FwdTag>>;
   // (the attribute itself reads -1 on CUDA too until a carveout is set, so it cannot tell whether we run there)
   if (!carveout_applies<FwdPolicy>) GTEST_SKIP() << "carveouts exist on CUDA only";
   constexpr int L = 2;  // split_case's C = 8
@@ -120,9 +123,11 @@ TEST(Interaction, SharedCarveout) {
 // forward and the capped adjoints at teams of 32 and 64.
 TEST(Interaction, ConstSlotLaunch) {
   using Kern = InteractionKernel<float, Dev, 2, true>;
-  using FwdPolicy = Kokkos::TeamPolicy<Dev::execution_space, Kern::ForwardT<true>>;
-  if (!const_slots_compiled<Kern, FwdPolicy>) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
-  EXPECT_NE((const_slot_kernels<Kern, FwdPolicy>().first), nullptr);
+  using FwdTag = Kern::ForwardT<true>;
+  if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
+  // the forward as MD launches it (capped: forward_min_blocks = 4) has its slot kernels
+  ASSERT_TRUE((const_slots_compiled<Kern, CappedPolicy<Kern, FwdTag>>));
+  EXPECT_NE((const_slot_kernels<Kern, CappedPolicy<Kern, FwdTag>>().first), nullptr);
   constexpr int L = 2;  // split_case's C = 8
   const auto [M, S, E] = split_case(99);
   for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
