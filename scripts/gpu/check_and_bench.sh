@@ -7,7 +7,8 @@
 #      against the PyTorch reference, KOKKOS on the GPU, MPI ranks, NVE; they need a configured test tree only),
 #      while the MD throughput benchmark (bench/md/run_md_bench.sh; BATMOBILE_MD_CASES as there) runs on GPU 0.
 # Everything stops by BATMOBILE_CHECK_DEADLINE_S (default 570 s) after the start. Logs, ctest output and
-# OUTDIR/md/md_h200.json go to OUTDIR (pack it into one tar for the trip back). Exit status 0 if every step passed.
+# OUTDIR/md/md_h200.json go to OUTDIR, which is packed into OUTDIR.tgz at the end (the device tool brings back a
+# limited number of files). Exit status 0 if every step passed.
 #   scripts/gpu/check_and_bench.sh OUTDIR
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: check_and_bench.sh OUTDIR}" && cd "$1" && pwd)
@@ -51,5 +52,6 @@ CUDA_VISIBLE_DEVICES=$LAST timeout "$(budget 15)" ctest --test-dir "$TB" -L lamm
 grep -hE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|Timeout" "$OUT/ctest_lammps.log" | head -n 20
 wait $MDP || { say "MD benchmark incomplete (md_bench.log)"; rc=1; }
 tail -n 4 "$OUT/md_bench.log"
+tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"
 say "done (rc=$rc)"
 exit $rc

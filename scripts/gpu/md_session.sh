@@ -28,6 +28,9 @@ NG=$(nvidia-smi -L 2>/dev/null | wc -l); LAST=$(( NG > 1 ? NG - 1 : 0 ))
 KK=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
 gpu_name() { nvidia-smi -i "$1" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1; }
 T0=$(date +%s); say() { echo "[md_session $MODE +$(( $(date +%s) - T0 ))s] $*"; }
+# OUTDIR is also packed into OUTDIR.tgz at the end: the device tool brings back a limited number of files (session 11
+# lost a finish call's kernel A/B rows and profiles that way)
+pack_out() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"; }
 
 if [ "$MODE" = start ]; then
   WALL=${3:-0}
@@ -64,7 +67,7 @@ if [ "$MODE" = start ]; then
       BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
       "$OUT/${ab#*:}" > "$OUT/${ab#*:}.log" 2>&1
   done
-  say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
+  pack_out; say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
 fi
 
@@ -134,5 +137,5 @@ if [ -n "$PID" ]; then
   cp "$S/water216/"water216_final.restart "$S/water216/"water216.restart.? "$OUT/water216/" 2>/dev/null
   cp -r "$S/water216/results" "$OUT/water216/" 2>/dev/null
 fi
-say "done"; tail -n 4 "$OUT/kbench.log"; cat "$OUT/nve/results/nve_summary.json" 2>/dev/null; head -n 14 "$OUT/profile_648.txt" 2>/dev/null
+pack_out; say "done"; tail -n 4 "$OUT/kbench.log"; cat "$OUT/nve/results/nve_summary.json" 2>/dev/null; head -n 14 "$OUT/profile_648.txt" 2>/dev/null
 cat "$OUT/water216/results/summary.json" 2>/dev/null

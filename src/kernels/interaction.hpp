@@ -1101,14 +1101,13 @@ struct InteractionWork {
   }
 };
 
-// LayerParams::adjoint_min_blocks = 3 (the default): the adjoint kernels launch with Kokkos::LaunchBounds<128, 3>,
-// i.e. at most 168 registers, 3 blocks of 128 threads per SM instead of 2 (ptxas sm_90, float L = 2, radial mode 1/2:
-// receiver adjoint 168 registers 0 B spills, sender 168 / 28 B; uncapped 238 / 247). Compiled only where it can
-// apply, to keep the build time: device back-ends, float, DKM = kSmallDk, radial mode >= 1 kernels; used there when
-// the team has <= 128 threads.
-// Register caps of the fused kernels, Kokkos::LaunchBounds<128, B> (at most 65536 / (128 B) registers per thread):
-// compiled for device back-ends, float, radial mode >= 1 only; the forward with B = 4 (LayerParams::
-// forward_min_blocks), the adjoints with key width <= kSmallDk with B = 3 (adjoint_min_blocks); 0: none compiled.
+// Register caps of the fused kernels, Kokkos::LaunchBounds<128, B> (at most 65536 / (128 B) registers per thread),
+// compiled only where they apply, to keep the build time: device back-ends, float, radial mode >= 1; used there when
+// the team has <= 128 threads. The forward with B = 4 (LayerParams::forward_min_blocks = 4, the default: 128
+// registers instead of 129, 4 blocks of 128 threads per SM instead of 3), the adjoints with key width <= kSmallDk
+// with B = 3 (adjoint_min_blocks = 3, the default: 168 registers, 3 blocks per SM instead of 2). ptxas sm_90, float
+// L = 2, radial mode 1/2: no spills in any of the three (session 11; uncapped adjoints 238 / 247 registers).
+// fused_cap_blocks: that B, 0 where no cap is compiled.
 template <class Kern, class Tag>
 inline constexpr bool is_forward_tag = std::is_same<Tag, typename Kern::template ForwardT<true>>::value ||
                                        std::is_same<Tag, typename Kern::template ForwardT<false>>::value;
@@ -1117,11 +1116,10 @@ inline constexpr int fused_cap_blocks =
     !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm
         ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? 3 : 0)
         : 0;
-template <class Kern, class Tag>
-inline constexpr bool adjoint_cap_compiled = !is_forward_tag<Kern, Tag> && fused_cap_blocks<Kern, Tag> > 0;
 // The policy type of a capped launch of tag Tag.
 template <class Kern, class Tag>
-using CappedPolicy = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, fused_cap_blocks<Kern, Tag>>>;
+using CappedPolicy =
+    Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, fused_cap_blocks<Kern, Tag>>>;
 
 // Whether kernel `kern` of tag Tag launches capped with teams of team_size: compiled, asked for (forward_min_blocks
 // or adjoint_min_blocks equal to the compiled B) and teams of at most 128 threads.
