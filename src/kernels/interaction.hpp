@@ -56,6 +56,7 @@
 #include "cuda_launch.hpp"
 #include "graph.hpp"
 #include "lanes.hpp"
+#include "radial_table.hpp"
 #include "sh.hpp"
 #include "tensor_core.hpp"
 #include "tp.hpp"
@@ -88,6 +89,11 @@ struct LayerParams {
   V1 b1;
   // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
   Kokkos::View<const float*, Device> W2tc;
+  // Radial mode 3: the radial MLP as a table (radial_table.hpp; attach_radial_table: float only, else empty) of
+  // rtab_n intervals x rtab_cols (= 2 P C) columns x 4 coefficients, rtab_inv_h = rtab_n / r_c.
+  Kokkos::View<const T*, Device> Rtab;
+  int rtab_n = 0, rtab_cols = 0;
+  T rtab_inv_h = 0;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
   // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
@@ -97,7 +103,10 @@ struct LayerParams {
   // x 32 on 2 OpenMP threads 395 vs 667 ms); 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32
   // accuracy) where they apply (float, sm_80+ CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA;
   // InteractionKernel::tensor_core_ok / tensor_core_chunk), else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD
-  // steps/s at 648 atoms (24.7 vs 24.6 at 10,368).
+  // steps/s at 648 atoms (24.7 vs 24.6 at 10,368). 3 (opt-in, not yet timed on a GPU) = mode 1 with the chunk's
+  // radial outputs read from a table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where
+  // one is attached (float kernels), else mode 1: approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8,
+  // dR/dd to ~2e-6 relative).
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
@@ -177,6 +186,27 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   p.A = A;
   p.dk = dk;
   return p;
+}
+
+// Radial mode 3: attaches the table of the layer's radial MLP (NI intervals; host arrays in model-file shapes, as
+// for make_layer_params) to float parameters; double parameters get none (mode 3 then runs as mode 1).
+template <class T, class Device, int L>
+void attach_radial_table(LayerParams<T, Device>& p, const std::vector<double>& W1, const std::vector<double>& b1,
+                         const std::vector<double>& W2, int NI) {
+  if constexpr (std::is_same<T, float>::value) {
+    const int ncol = 2 * num_paths(L, false) * p.C;
+    const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1, W2, NI);
+    Kokkos::View<T*, Device> d("Rtab", coef.size());
+    auto hm = Kokkos::create_mirror_view(d);
+    for (size_t x = 0; x < coef.size(); ++x) hm(x) = T(coef[x]);
+    Kokkos::deep_copy(d, hm);
+    p.Rtab = d;
+    p.rtab_n = NI;
+    p.rtab_cols = ncol;
+    p.rtab_inv_h = T(NI / double(p.r_c));
+  } else {
+    (void)p, (void)W1, (void)b1, (void)W2, (void)NI;
+  }
 }
 
 // Per-edge radial quantities of one channel, computed in registers from the team-shared hidden layer.
@@ -342,6 +372,7 @@ struct InteractionKernel {
   int gch = 0;  // radial mode 1 in use with chunks of gch edges (set by atom_team_policy); 0: mode 0
   int gsc = 0;  // mode 1 basis chunk: edges whose geometry, Bessel basis and hidden layer one prepare pass fills
   int tc = 0;   // radial mode 2: the chunk GEMM runs on tensor cores (radial_mma; set by atom_team_policy)
+  int tab = 0;  // radial mode 3: the chunk's radial outputs come from the table prm.Rtab (radial_table_fill)
 
   // Whether the end-of-atom arrays may overlap a mode-1 chunk for teams of ts threads: not for one thread per team
   // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
@@ -465,6 +496,7 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const {
     const int n = left < ch.bcap ? left : ch.bcap;
     const int nb = Ch::gemm ? gemm_block(ch.cap) : 1, nf = (n + nb - 1) / nb * nb;
+    const int HH = Ch::gemm && tab ? 1 : prm.H;  // radial mode 3 needs no hidden layer: one item per edge
     team.team_barrier();  // the previous chunk is no longer read
     // One pass over the items (edge t, hidden unit hh): each forms the edge geometry and the whole Bessel basis
     // itself (one sin/cos pair, bessel_basis) and its hidden unit; item hh = 0 also stores the geometry and the
@@ -472,8 +504,8 @@ struct InteractionKernel {
     // waiting on one thread per edge evaluating NB sin/cos pairs in series.
     // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
     // consecutive addresses.
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * prm.H), [&](const int th) {
-      const int t = Ch::gemm ? th % nf : th / prm.H, hh = Ch::gemm ? th / nf : th % prm.H;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * HH), [&](const int th) {
+      const int t = Ch::gemm ? th % nf : th / HH, hh = Ch::gemm ? th / nf : th % HH;
       T& sv = Ch::gemm ? ch.s(hh, t) : ch.s(t, hh);
       T& sdv = Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh);
       if (Ch::gemm && t >= n) {  // mode 1: zero rows up to the GEMM block, exact zeros for the GEMM
@@ -514,6 +546,7 @@ struct InteractionKernel {
         if (Ch::gemm) sv = sdv = T(0);
         return;
       }
+      if (Ch::gemm && tab) return;
       T a = prm.b1(hh), da = T(0);
       for (int nn = 0; nn < kMaxNB; ++nn)
         if (nn < prm.NB) {
@@ -543,7 +576,9 @@ struct InteractionKernel {
     if constexpr (Ch::gemm) {
       const int nb = gemm_block(ch.cap), nf = (cnt + nb - 1) / nb * nb;
       if (first > 0) team.team_barrier();  // the previous radial chunk is no longer read
-      if (tc)
+      if (tab)
+        radial_table_fill<GRAD>(team, ch, first, nf);
+      else if (tc)
         radial_mma<GRAD>(team, ch, first, nf);
       else if (nb == 4)
         radial_gemm<GRAD, 4>(team, ch, first, nf);
@@ -559,6 +594,32 @@ struct InteractionKernel {
   struct alignas(N * sizeof(T)) Pack {  // N consecutive scratch values read as one (vector) load
     T v[N];
   };
+
+  // Radial mode 3: w(t, col) = u(d_t) R(d_t) and dw = d/dd for the chunk edges t < nf from the table prm.Rtab
+  // (radial_table.hpp): items (edge, column) with columns innermost, so that consecutive threads read consecutive
+  // 16-byte coefficient groups. Padding rows (geometry 0) get finite, unused values.
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_table_fill(const member& team, const Ch& ch, int first, int nf) const {
+    const int ncol = NW * prm.C, tcols = prm.rtab_cols, NI = prm.rtab_n;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * ncol), [&](const int it) {
+      const int t = it / ncol, col = it % ncol;
+      const T d = ch.geo(first + t, 3);
+      T du;
+      const T u = envelope(d, prm.r_c, &du);
+      const T x = d * prm.rtab_inv_h;
+      int k = int(x);
+      k = k < 0 ? 0 : (k > NI - 1 ? NI - 1 : k);
+      T f = x - T(k);
+      f = f < T(0) ? T(0) : (f > T(1) ? T(1) : f);  // beyond r_c the envelope is 0
+      const Pack<4> c = *reinterpret_cast<const Pack<4>*>(&prm.Rtab((size_t(k) * tcols + col) * 4));
+      const T r = c.v[0] + f * (c.v[1] + f * (c.v[2] + f * c.v[3]));
+      ch.w(t, col) = u * r;
+      if (GRAD) {
+        const T dr = (c.v[1] + f * (T(2) * c.v[2] + T(3) * f * c.v[3])) * prm.rtab_inv_h;
+        ch.dw(t, col) = du * r + u * dr;
+      }
+    });
+  }
 
   // Mode 1: w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) and dw = d/dd for the chunk edges t < nf and the NW C
   // output columns. Thread tr takes the columns tr + ts x (coalesced W2t rows), CB at a time, and NE edges at a
@@ -1171,8 +1232,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
   const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk, want = kern.prm.radial_chunk;
   const bool gemm = Tag::gemm && kern.prm.radial_mode >= 1;
-  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 2 || (want != 0 && want != 2 && want != 4 && want != 8))
-    throw std::invalid_argument("batmobile: radial_mode must be 0, 1 or 2 and radial_chunk 0, 2, 4 or 8");
+  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
+    throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
@@ -1193,6 +1254,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
   kern.tc = gemm && kern.prm.radial_mode == 2 && Kern::tensor_core_chunk(kern.gch, adjoint) &&
             Kern::tensor_core_ok(kern.prm, team_size);
+  kern.tab = gemm && kern.gch > 0 && kern.prm.radial_mode == 3 && kern.prm.Rtab.extent(0) > 0 &&
+             kern.prm.rtab_cols >= Kern::NW * C;
   const int S = edge_split(team_size, C);
   const bool overlap = Kern::chunk_overlap(team_size);
   kern.gsc = Kern::basis_chunk_for(C, H, dk, adjoint, S, kern.gch, overlap, host ? size_t(-1) : limit,
@@ -1275,6 +1338,7 @@ struct InteractionLaunch {
   bool tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
+  bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
@@ -1300,6 +1364,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     r.chunk_fwd = kern.gch;
     r.basis_fwd = kern.gsc;
     r.tc_fwd = kern.tc;
+    r.table_fwd = kern.tab;
     r.capped_fwd = fused_capped<Kern, typename std::decay_t<decltype(pol)>::work_tag>(kern, pol.team_size());
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
@@ -1312,6 +1377,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       r.chunk_adj = adj.gch;
       r.basis_adj = adj.gsc;
       r.tc_adj = adj.tc;
+      r.table_adj = adj.tab;
       r.capped_adj = fused_capped<Adj, typename std::decay_t<decltype(pol)>::work_tag>(adj, pol.team_size());
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,

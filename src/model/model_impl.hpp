@@ -408,8 +408,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
     }
     // A/B switches of the fused kernels (see LayerParams in src/kernels/interaction.hpp):
-    //   BATMOBILE_RADIAL_MODE=0|1|2 the radial path (default 2, the team GEMM on tensor cores where they apply,
-    //     else on CUDA cores or the host = 1);
+    //   BATMOBILE_RADIAL_MODE=0|1|2|3 the radial path (default 2, the team GEMM on tensor cores where they apply,
+    //     else on CUDA cores or the host = 1; 3, opt-in: the radial outputs from a table of each layer's radial MLP,
+    //     float models only (double: mode 1), BATMOBILE_RADIAL_TABLE=N intervals, default 1024);
     //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3 (default): the adjoint kernels with at most 168 registers (3 blocks of 128
     //     threads per SM; fused_capped), 0: uncapped;
     //   BATMOBILE_FWD_MIN_BLOCKS=0|4 4 (default): the forward kernel with at most 128 registers (4 blocks of 128
@@ -424,8 +425,22 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
     using kernels::env_switch;
-    if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
+    if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3"))
       for (auto& prm : fused_->params) prm.radial_mode = *m;
+    const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
+                                  "a number of intervals 16..65536");
+    for (int t = 0; t < hp.T && fused_->params[t].radial_mode == 3; ++t) {
+      const std::string p = "layers." + std::to_string(t) + ".";
+      auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
+      auto attach = [&](auto Lc) {
+        kernels::attach_radial_table<T, ExecSpace, decltype(Lc)::value>(fused_->params[t], v("radial.W1"),
+                                                                        v("radial.b1"), v("radial.W2"),
+                                                                        table ? *table : 1024);
+      };
+      if (L == 1) attach(std::integral_constant<int, 1>());
+      if (L == 2) attach(std::integral_constant<int, 2>());
+      if (L == 3) attach(std::integral_constant<int, 3>());
+    }
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
     if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))

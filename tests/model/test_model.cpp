@@ -336,6 +336,24 @@ TEST(ModelEnv, FusedKernelSwitches) {
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
   unsetenv("BATMOBILE_RADIAL_MODE");
+  // radial mode 3 (opt-in): the radial outputs from a table of each layer's radial MLP, close to the default (mode 2,
+  // here mode 1 on host back-ends) to the table's accuracy; table sizes outside 16..65536 are errors
+  for (const char* bad : {"8", "100000", "1k"}) {
+    setenv("BATMOBILE_RADIAL_TABLE", bad, 1);
+    EXPECT_THROW(build(), std::invalid_argument) << bad;
+  }
+  for (const char* intervals : {"1024", "4096"}) {
+    setenv("BATMOBILE_RADIAL_MODE", "3", 1);
+    setenv("BATMOBILE_RADIAL_TABLE", intervals, 1);
+    Model<float, Exec> table(load(), EdgeBackend::Fused);
+    unsetenv("BATMOBILE_RADIAL_MODE");
+    unsetenv("BATMOBILE_RADIAL_TABLE");
+    const Evaluation t = evaluate(table, r.pos, r.species, r.cell, r.pbc);
+    EXPECT_NEAR(t.energy, b.energy, 1e-6 * std::fabs(b.energy)) << intervals;
+    EXPECT_LE(rel_err(t.forces, b.forces), 1e-5) << intervals;
+    EXPECT_LE(rel_err(t.vatom, b.vatom), 1e-5) << intervals;
+    EXPECT_GT(rel_err(t.forces, b.forces), 0.0) << intervals << ": the table was not used";
+  }
   for (const char* bad : {"101", "-5", "50%", ""}) {
     setenv("BATMOBILE_SHMEM_CARVEOUT", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
