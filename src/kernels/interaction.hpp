@@ -103,10 +103,12 @@ struct LayerParams {
   // x 32 on 2 OpenMP threads 395 vs 667 ms); 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32
   // accuracy) where they apply (float, sm_80+ CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA;
   // InteractionKernel::tensor_core_ok / tensor_core_chunk), else mode 1. Default 2: on the H200, 228.7 vs 219.2 MD
-  // steps/s at 648 atoms (24.7 vs 24.6 at 10,368). 3 (opt-in, not yet timed on a GPU) = mode 1 with the chunk's
-  // radial outputs read from a table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where
-  // one is attached (float kernels), else mode 1: approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8,
-  // dR/dd to ~2e-6 relative).
+  // steps/s at 648 atoms (24.7 vs 24.6 at 10,368). 3 (opt-in) = mode 1 with the chunk's radial outputs read from a
+  // table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where one is attached (float
+  // kernels), else mode 1: approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8, dR/dd to ~2e-6
+  // relative). On the H200 at 1,000 x 20 x 32 it gained nothing over mode 2 (attention fwd+bwd 0.817 / 0.825 vs
+  // 0.823 / 0.834 ms, forward 0.168 / 0.169 vs 0.158 / 0.154; session 11); not timed where mode 2 cannot use the
+  // tensor cores (C = 64's small chunks).
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
