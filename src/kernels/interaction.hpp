@@ -124,7 +124,8 @@ struct LayerParams {
   int adjoint_min_blocks = 3;
   // 4 = the forward kernel (radial mode 1/2, float, device back-ends, teams <= 128) launched with
   // Kokkos::LaunchBounds<128, 4>: at most 128 registers, so that 4 blocks of 128 threads fit on an SM instead of 3
-  // (ptxas sm_90, float L = 2: 129 registers uncapped, 128 and 0 spills capped); 0 = uncapped.
+  // (ptxas sm_90, float L = 2: 129 registers uncapped, capped 128 with 0 spills as timed in session 11, 127 since
+  // radial mode 3's table fill joined the kernel); 0 = uncapped.
   int forward_min_blocks = 4;
   // A/B option: > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
   // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
@@ -602,24 +603,17 @@ struct InteractionKernel {
   // 16-byte coefficient groups. Padding rows (geometry 0) get finite, unused values.
   template <bool GRAD, class Ch>
   KOKKOS_INLINE_FUNCTION void radial_table_fill(const member& team, const Ch& ch, int first, int nf) const {
-    const int ncol = NW * prm.C, tcols = prm.rtab_cols, NI = prm.rtab_n;
+    const int ncol = NW * prm.C, tcols = prm.rtab_cols;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * ncol), [&](const int it) {
       const int t = it / ncol, col = it % ncol;
       const T d = ch.geo(first + t, 3);
-      T du;
+      T du, f, dr;
       const T u = envelope(d, prm.r_c, &du);
-      const T x = d * prm.rtab_inv_h;
-      int k = int(x);
-      k = k < 0 ? 0 : (k > NI - 1 ? NI - 1 : k);
-      T f = x - T(k);
-      f = f < T(0) ? T(0) : (f > T(1) ? T(1) : f);  // beyond r_c the envelope is 0
+      const int k = radial_table_locate(d, prm.rtab_inv_h, prm.rtab_n, &f);
       const Pack<4> c = *reinterpret_cast<const Pack<4>*>(&prm.Rtab((size_t(k) * tcols + col) * 4));
-      const T r = c.v[0] + f * (c.v[1] + f * (c.v[2] + f * c.v[3]));
+      const T r = radial_table_piece(c.v, f, prm.rtab_inv_h, &dr);
       ch.w(t, col) = u * r;
-      if (GRAD) {
-        const T dr = (c.v[1] + f * (T(2) * c.v[2] + T(3) * f * c.v[3])) * prm.rtab_inv_h;
-        ch.dw(t, col) = du * r + u * dr;
-      }
+      if (GRAD) ch.dw(t, col) = du * r + u * dr;
     });
   }
 

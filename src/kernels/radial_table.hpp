@@ -13,7 +13,9 @@
 //       [(k * ncol + col) * 4 + j] = c_j of interval k, output column col (W2's row col), with t = d / h - k in
 //       [0, 1], h = r_c / NI:  R = c0 + t (c1 + t (c2 + t c3)),  dR/dd = (c1 + t (2 c2 + 3 t c3)) / h.
 //       W1 (H, NB), b1 (H), W2 (ncol, H), row-major as in the model file.
-//   radial_table_eval(coef, ncol, NI, inv_h, col, d, &dR)   R(d) and dR/dd of column col (d clamped to the table).
+//   radial_table_locate(d, inv_h, NI, &t)   interval k of distance d (returned) and t in [0, 1] (d clamped to the table)
+//   radial_table_piece(c, t, inv_h, &dR)    R and dR/dd of one piece from its coefficients c[0..3]
+//   radial_table_eval(coef, ncol, NI, inv_h, col, d, &dR)   both for column col of a coefficient array.
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -82,18 +84,28 @@ inline std::vector<double> radial_table_coefficients(int NB, int H, int ncol, do
   return coef;
 }
 
-// R(d) and dR/dd of column col from the coefficients (any indexable coef: a pointer or a view of NI ncol 4 values).
-template <class T, class Coef>
-KOKKOS_INLINE_FUNCTION T radial_table_eval(const Coef& coef, int ncol, int NI, T inv_h, int col, T d, T* dR) {
+template <class T>
+KOKKOS_INLINE_FUNCTION int radial_table_locate(T d, T inv_h, int NI, T* t) {
   const T x = d * inv_h;
   int k = int(x);
   k = k < 0 ? 0 : (k > NI - 1 ? NI - 1 : k);
-  T t = x - T(k);
-  t = t < T(0) ? T(0) : (t > T(1) ? T(1) : t);  // d beyond r_c (the envelope is 0 there) or below 0
-  const size_t o = (size_t(k) * ncol + col) * 4;
-  const T c0 = coef[o], c1 = coef[o + 1], c2 = coef[o + 2], c3 = coef[o + 3];
-  *dR = (c1 + t * (T(2) * c2 + T(3) * t * c3)) * inv_h;
-  return c0 + t * (c1 + t * (c2 + t * c3));
+  const T f = x - T(k);
+  *t = f < T(0) ? T(0) : (f > T(1) ? T(1) : f);  // d beyond r_c (the envelope is 0 there) or below 0
+  return k;
+}
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T radial_table_piece(const T* c, T t, T inv_h, T* dR) {
+  *dR = (c[1] + t * (T(2) * c[2] + T(3) * t * c[3])) * inv_h;
+  return c[0] + t * (c[1] + t * (c[2] + t * c[3]));
+}
+
+// R(d) and dR/dd of column col from a coefficient array (NI ncol 4 values, contiguous).
+template <class T>
+KOKKOS_INLINE_FUNCTION T radial_table_eval(const T* coef, int ncol, int NI, T inv_h, int col, T d, T* dR) {
+  T t;
+  const int k = radial_table_locate(d, inv_h, NI, &t);
+  return radial_table_piece(coef + (size_t(k) * ncol + col) * 4, t, inv_h, dR);
 }
 
 }  // namespace kernels

@@ -395,13 +395,25 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
                                "(use the reference edge backend)");
     fused_ = std::make_unique<FusedState>();
     fused_->work.resize(hp.T);
+    using kernels::env_switch;
+    // (the radial mode first: mode 3 attaches each layer's radial-MLP table as its parameters are made)
+    const auto radial_mode =
+        env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3");
+    const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
+                                  "a number of intervals 16..65536");
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
       auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
       auto make = [&](auto Lc) {
-        return kernels::make_layer_params<T, ExecSpace, decltype(Lc)::value>(
+        constexpr int Lv = decltype(Lc)::value;
+        auto prm = kernels::make_layer_params<T, ExecSpace, Lv>(
             hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
             v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"));
+        if (radial_mode) prm.radial_mode = *radial_mode;
+        if (prm.radial_mode == 3)
+          kernels::attach_radial_table<T, ExecSpace, Lv>(prm, v("radial.W1"), v("radial.b1"), v("radial.W2"),
+                                                         table.value_or(1024));
+        return prm;
       };
       if (L == 1) fused_->params.push_back(make(std::integral_constant<int, 1>()));
       if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
@@ -424,23 +436,6 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
-    using kernels::env_switch;
-    if (const auto m = env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3"))
-      for (auto& prm : fused_->params) prm.radial_mode = *m;
-    const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
-                                  "a number of intervals 16..65536");
-    for (int t = 0; t < hp.T && fused_->params[t].radial_mode == 3; ++t) {
-      const std::string p = "layers." + std::to_string(t) + ".";
-      auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
-      auto attach = [&](auto Lc) {
-        kernels::attach_radial_table<T, ExecSpace, decltype(Lc)::value>(fused_->params[t], v("radial.W1"),
-                                                                        v("radial.b1"), v("radial.W2"),
-                                                                        table ? *table : 1024);
-      };
-      if (L == 1) attach(std::integral_constant<int, 1>());
-      if (L == 2) attach(std::integral_constant<int, 2>());
-      if (L == 3) attach(std::integral_constant<int, 3>());
-    }
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
     if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))

@@ -76,6 +76,28 @@ struct RefOut {
   std::vector<double> m, o;  // (n_recv, K, C)
 };
 
+// Bessel basis of docs/model.md, B_n(d) = sqrt(2 / r_c) sin(n pi d / r_c) / d, n = 1..NB.
+inline std::vector<double> reference_bessel(const Model& M, double d) {
+  std::vector<double> B(M.NB);
+  for (int n = 0; n < M.NB; ++n) B[n] = std::sqrt(2 / M.rc) * std::sin((n + 1) * M_PI * d / M.rc) / d;
+  return B;
+}
+
+// The radial MLP of docs/model.md without the envelope, W2 . silu(W1 . B(d) + b1): all 2 P C outputs at distance d.
+inline std::vector<double> reference_radial_mlp(const Model& M, double d) {
+  const std::vector<double> B = reference_bessel(M, d);
+  std::vector<double> hid(M.H);
+  for (int k = 0; k < M.H; ++k) {
+    double a = M.b1[k];
+    for (int n = 0; n < M.NB; ++n) a += M.W1[k * M.NB + n] * B[n];
+    hid[k] = a / (1 + std::exp(-a));
+  }
+  std::vector<double> R(M.W2.size() / M.H, 0.0);
+  for (size_t q = 0; q < R.size(); ++q)
+    for (int k = 0; k < M.H; ++k) R[q] += M.W2[q * M.H + k] * hid[k];
+  return R;
+}
+
 inline RefOut reference(const Model& M, const System& S, const std::vector<double>& x,
                         const std::vector<double>& h) {
   const int K = num_sh(M.L), C = M.C;
@@ -96,7 +118,6 @@ inline RefOut reference(const Model& M, const System& S, const std::vector<doubl
   RefOut R;
   R.m.assign(size_t(S.n_recv) * K * C, 0.0);
   R.o.assign(size_t(S.n_recv) * K * C, 0.0);
-  const double pi = M_PI;
   for (int i = 0; i < S.n_recv; ++i) {
     // q_i
     std::vector<double> q(M.A * M.dk, 0.0);
@@ -117,19 +138,9 @@ inline RefOut reference(const Model& M, const System& S, const std::vector<doubl
       const auto Y = sh_reference(M.L, r);
       const double xx = d / M.rc;
       const double u = 1 - 28 * std::pow(xx, 6) + 48 * std::pow(xx, 7) - 21 * std::pow(xx, 8);
-      std::vector<double> B(M.NB);
-      for (int n = 0; n < M.NB; ++n) B[n] = std::sqrt(2 / M.rc) * std::sin((n + 1) * pi * d / M.rc) / d;
-      std::vector<double> hid(M.H);
-      for (int k = 0; k < M.H; ++k) {
-        double a = M.b1[k];
-        for (int n = 0; n < M.NB; ++n) a += M.W1[k * M.NB + n] * B[n];
-        hid[k] = a / (1 + std::exp(-a));
-      }
-      std::vector<double> Rw(2 * P * C, 0.0);
-      for (int q2 = 0; q2 < 2 * P * C; ++q2) {
-        for (int k = 0; k < M.H; ++k) Rw[q2] += M.W2[q2 * M.H + k] * hid[k];
-        Rw[q2] *= u;
-      }
+      const std::vector<double> B = reference_bessel(M, d);  // (the attention gate below)
+      std::vector<double> Rw = reference_radial_mlp(M, d);     // 2 P C outputs
+      for (double& w : Rw) w *= u;
       // TP(h_j, w) and TP(h_j, wv)
       std::vector<double> tpw(K * C, 0.0), tpv(K * C, 0.0);
       for (int p = 0; p < P; ++p) {

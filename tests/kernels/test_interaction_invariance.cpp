@@ -118,7 +118,8 @@ double test_logit(const Model& M, const std::vector<double>& h, int i, int j, in
     s += q * k;
   }
   s /= std::sqrt(double(M.dk));
-  for (int n = 0; n < M.NB; ++n) s += M.Wg[a * M.NB + n] * std::sqrt(2 / M.rc) * std::sin((n + 1) * M_PI * d / M.rc) / d;
+  const std::vector<double> B = reference_bessel(M, d);
+  for (int n = 0; n < M.NB; ++n) s += M.Wg[a * M.NB + n] * B[n];
   return s;
 }
 

@@ -107,16 +107,7 @@ TEST(Interaction, RadialTable) {
   const Model M = make_model(L, rng);
   const int ncol = 2 * num_paths(L, false) * C, NI = 1024;
   const auto coef = radial_table_coefficients(M.NB, M.H, ncol, M.rc, M.W1, M.b1, M.W2, NI);
-  auto mlp = [&](int col, double d) {  // W2 . silu(W1 . B(d) + b1), written out
-    double r = 0;
-    for (int k = 0; k < M.H; ++k) {
-      double a = M.b1[k];
-      for (int n = 0; n < M.NB; ++n)
-        a += M.W1[k * M.NB + n] * std::sqrt(2 / M.rc) * std::sin((n + 1) * M_PI * d / M.rc) / d;
-      r += M.W2[size_t(col) * M.H + k] * a / (1 + std::exp(-a));
-    }
-    return r;
-  };
+  auto mlp = [&](int col, double d) { return reference_radial_mlp(M, d)[col]; };
   std::uniform_real_distribution<double> ud(0.2, M.rc);
   double err = 0, derr = 0, big = 0, dbig = 0;
   for (int s = 0; s < 4000; ++s) {
