@@ -8,6 +8,9 @@
 //                                      all = true : every triangle-allowed path (L=3: 34), lexicographic order
 //   path_alpha(L, all, p)              alpha_p = sqrt((2 l3 + 1) / n(l3, parity)) (docs/model.md; equals e3nn's
 //                                      "component"/"element" normalisation of a uvu tensor product)
+//   AllowedPaths<L, all>, ScalarInputPaths<L>  path sets as types (count, at(p), alpha(p)) for tp.hpp; the second
+//                                      holds the natural paths (0, l, l) that features with only l = 0 use
+//   path_index(L, all, l1, l2, l3), scalar_input_path(L, p)   index of a path in the set
 //   out_index(L, all, l3, l1 + l2)     output slot of the first component (m3 = -l3) of a path's output: natural
 //                                      parity outputs occupy [0, K), the other parity [K, 2K) (only when all)
 //   static_for<N>(f)                   calls f(std::integral_constant<int, I>) for I = 0..N-1 (unrolled)
@@ -113,6 +116,34 @@ KOKKOS_INLINE_FUNCTION constexpr double path_alpha(int L, bool all, int p) {
   const PathLs q = path_at(L, all, p);
   return constexpr_sqrt(double(2 * q.l3 + 1) / double(paths_into(L, all, q.l3, q.l1 + q.l2)));
 }
+
+// Index of path (l1, l2, l3) in the set (-1: not in it).
+KOKKOS_INLINE_FUNCTION constexpr int path_index(int L, bool all, int l1, int l2, int l3) {
+  for (int p = 0; p < num_paths(L, all); ++p) {
+    const PathLs q = path_at(L, all, p);
+    if (q.l1 == l1 && q.l2 == l2 && q.l3 == l3) return p;
+  }
+  return -1;
+}
+
+// A path set as a type, for tp.hpp: count, at(p), alpha(p).
+template <int L, bool ALL>
+struct AllowedPaths {
+  static constexpr int count = num_paths(L, ALL);
+  KOKKOS_INLINE_FUNCTION static constexpr PathLs at(int p) { return path_at(L, ALL, p); }
+  KOKKOS_INLINE_FUNCTION static constexpr double alpha(int p) { return path_alpha(L, ALL, p); }
+};
+
+// The natural paths (0, l, l), l = 0..L, with the natural set's alpha: all that contribute when the sender
+// features hold only l = 0, as the first layer's input does (docs/model.md: the embedding sets l >= 1 to 0). Path
+// p of this set is natural path scalar_input_path(L, p), whose weights it uses.
+template <int L>
+struct ScalarInputPaths {
+  static constexpr int count = L + 1;
+  KOKKOS_INLINE_FUNCTION static constexpr PathLs at(int p) { return PathLs{0, p, p}; }
+  KOKKOS_INLINE_FUNCTION static constexpr double alpha(int p) { return path_alpha(L, false, path_index(L, false, 0, p, p)); }
+};
+KOKKOS_INLINE_FUNCTION constexpr int scalar_input_path(int L, int p) { return path_index(L, false, 0, p, p); }
 
 KOKKOS_INLINE_FUNCTION constexpr int out_index(int L, bool /*all*/, int l3, int parity12) {
   // natural parity of the output: (l1 + l2) and l3 have the same parity

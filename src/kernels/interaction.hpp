@@ -46,6 +46,10 @@
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
+// Embedding input (template flag EMBEDDING_INPUT; the first layer, whose input is the species embedding: only l = 0,
+// and constant in the positions, docs/model.md): the tensor products run over the natural paths (0, l, l) alone
+// (ScalarInputPaths, L + 1 of the P paths), whose radial-MLP rows make_layer_params keeps (embedding_input = true),
+// and the adjoints compute forces and virials only: dE/dh, dE/dq and dE/dk are not needed and are not written.
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
 #include <memory>
@@ -96,6 +100,9 @@ struct LayerParams {
   T rtab_inv_h = 0;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
+  // Paths whose radial-MLP rows W2t holds (2 paths C columns): num_paths(L, false), or L + 1 for an embedding-input
+  // layer (make_layer_params); the launch checks it against the kernel's.
+  int paths = 0;
   // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
   // computes them for the whole chunk as a small GEMM into team scratch (InteractionKernel::radial_gemm), falling
   // back to 0 where the scratch does not fit (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms; on
@@ -118,7 +125,8 @@ struct LayerParams {
   // but cost teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the occupancy guard that
   // followed, 0 gave 294.1 / 27.98 vs 291.8 / 28.12 (session 9): within noise.
   int basis_chunk = 1;
-  // 3 = adjoint kernels launched with Kokkos::LaunchBounds<128, 3> where fused_capped() says so, 0 = uncapped.
+  // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
+  // the embedding-input adjoints <128, 4>), 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
   // 1.06 ms (session 7)
   int adjoint_min_blocks = 3;
@@ -148,14 +156,35 @@ struct LayerParams {
   int concurrent_adjoints = 1;
 };
 
+// The rows of radial.W2 (2 P C, H; model-file shape) that a layer uses: all, or for an embedding-input layer those
+// of the paths (0, l, l) (ScalarInputPaths), weights then values, in the same (path, channel) order.
+template <int L>
+std::vector<double> layer_radial_rows(const std::vector<double>& W2, int C, int H, bool embedding_input) {
+  constexpr int P = num_paths(L, false);
+  if (W2.size() != size_t(2) * P * C * H) throw std::invalid_argument("bad size: W2");
+  if (!embedding_input) return W2;
+  std::vector<double> out;
+  out.reserve(size_t(2) * (L + 1) * C * H);
+  for (int half = 0; half < 2; ++half)
+    for (int p = 0; p <= L; ++p) {
+      const size_t row0 = (size_t(half) * P + scalar_input_path(L, p)) * C;
+      out.insert(out.end(), W2.begin() + row0 * H, W2.begin() + (row0 + C) * H);
+    }
+  return out;
+}
+
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
+// embedding_input: parameters of the embedding-input kernels (InteractionKernel<..., EMBEDDING_INPUT = true>), which
+// keep the radial-MLP rows of the paths (0, l, l) only.
 template <class T, class Device, int L>
 LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, double r_c, double avg_num_neighbors,
                                          const std::vector<double>& W1, const std::vector<double>& b1,
-                                         const std::vector<double>& W2, const std::vector<double>& Wg,
-                                         const std::vector<double>& Wq, const std::vector<double>& Wk) {
-  constexpr int P = num_paths(L, false);
+                                         const std::vector<double>& W2_all, const std::vector<double>& Wg,
+                                         const std::vector<double>& Wq, const std::vector<double>& Wk,
+                                         bool embedding_input = false) {
+  const int P = embedding_input ? L + 1 : num_paths(L, false);
   if (NB > kMaxNB || dk > kMaxDk || A > kMaxHeads || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
+  const std::vector<double> W2 = layer_radial_rows<L>(W2_all, C, H, embedding_input);
   auto mk = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
     Kokkos::View<T**, Kokkos::LayoutRight, Device> d(std::string(name), transpose ? cols : rows, transpose ? rows : cols);
     if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
@@ -181,6 +210,7 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
                              frag.data(), frag.size()));
     p.W2tc = d;
   }
+  p.paths = P;
   p.r_c = T(r_c);
   p.inv_avg = T(1.0 / avg_num_neighbors);
   p.C = C;
@@ -197,8 +227,10 @@ template <class T, class Device, int L>
 void attach_radial_table(LayerParams<T, Device>& p, const std::vector<double>& W1, const std::vector<double>& b1,
                          const std::vector<double>& W2, int NI) {
   if constexpr (std::is_same<T, float>::value) {
-    const int ncol = 2 * num_paths(L, false) * p.C;
-    const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1, W2, NI);
+    const int ncol = 2 * p.paths * p.C;  // the rows make_layer_params kept
+    const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1,
+                                                layer_radial_rows<L>(W2, p.C, p.H, p.paths != num_paths(L, false)),
+                                                NI);
     Kokkos::View<T*, Device> d("Rtab", coef.size());
     auto hm = Kokkos::create_mirror_view(d);
     for (size_t x = 0; x < coef.size(); ++x) hm(x) = T(coef[x]);
@@ -273,12 +305,16 @@ KOKKOS_INLINE_FUNCTION void radial_from_hidden(const Params& prm, int c, T d, co
   }
 }
 
-template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk>
+template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, bool EMBEDDING_INPUT = false>
 struct InteractionKernel {
   static_assert(DKM >= 1 && DKM <= kMaxDk, "DKM: key width bound of the adjoint kernels");
   static constexpr int K = num_sh(L);
-  static constexpr int P = num_paths(L, false);
-  static constexpr int NV = 9 + DKM;  // per-channel partials reduced per team: force, virial, dq/dk
+  // the tensor-product paths: all natural ones, or (0, l, l) for an embedding input (only h[.][0] is non-zero)
+  using Paths = std::conditional_t<EMBEDDING_INPUT, ScalarInputPaths<L>, AllowedPaths<L, false>>;
+  static constexpr int P = Paths::count;
+  // the adjoint gives dE/dh, dE/dq, dE/dk (not for an embedding input: constant in the positions)
+  static constexpr bool FEATURE_GRAD = !EMBEDDING_INPUT;
+  static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;  // per-channel partials reduced per team: force, virial, dq/dk
   static constexpr int dkm = DKM;
   using scalar = T;
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
@@ -741,7 +777,7 @@ struct InteractionKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
-    for (int kk = 0; kk < K; ++kk) hj[kk] = h(j, kk, c);
+    for (int kk = 0; kk < K; ++kk) hj[kk] = EMBEDDING_INPUT && kk > 0 ? T(0) : h(j, kk, c);
   }
 
   template <class Ch>
@@ -852,7 +888,7 @@ struct InteractionKernel {
     if constexpr (ATTN) {
       T v[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
-      tp_fwd2<L, T>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
+      tp_fwd2<L, T, Paths>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
       T dg;
       // online softmax over s + log u; an edge whose u rounds to <= 0 next to r_c has weight 0
       if (R.u > T(0)) {
@@ -865,7 +901,7 @@ struct InteractionKernel {
         run_max = new_max;
       }
     } else {
-      tp_fwd<L, false>(hj, Y, R.w, T(1), accm);
+      tp_fwd<L, false, Paths>(hj, Y, R.w, T(1), accm);
     }
   }
 
@@ -959,7 +995,7 @@ struct InteractionKernel {
       pw = ex * inv;
       T v[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
-      tp_fwd2<L, T>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
+      tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
       T tt = T(0);
       for (int kk = 0; kk < K; ++kk) {
         goi[kk] = go(i, kk, c);
@@ -974,7 +1010,8 @@ struct InteractionKernel {
     }
     // dE/dw_p and dE/dwv_p go straight into gd = dE/dd (path order: w_p then wv_p, as a loop over p would add them)
     const ContractWithDw<T, DW> gw{&gd, dw}, gwv{&gd, dwv};
-    tp_adjoint<L, false, SENDER, ATTN, T>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY, gw, gwv);
+    tp_adjoint<L, false, SENDER && FEATURE_GRAD, ATTN, T, true, Paths>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY,
+                                                                      gw, gwv);
     for (int b = 0; b < 3; ++b) gr[b] = gd * r[b] / d;
     sh_vjp<L, T>(r, gY, gr);
     *gs_out = gs;
@@ -1000,7 +1037,7 @@ struct InteractionKernel {
     // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
     for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
     tally_virial(acc, r, gr);
-    if constexpr (ATTN) {
+    if constexpr (ATTN && FEATURE_GRAD) {
       const T sdk = T(1) / sqrt(T(prm.dk));
       for (int x = 0; x < DKM; ++x)
         if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
@@ -1011,7 +1048,7 @@ struct InteractionKernel {
   // per-atom results.
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const {
     team.team_barrier();
-    const int C = prm.C, chead = C / prm.A, adk = prm.A * prm.dk, S = int(part.extent(0)) / C;
+    const int C = prm.C, chead = C / prm.A, adk = FEATURE_GRAD ? prm.A * prm.dk : 0, S = int(part.extent(0)) / C;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + adk), [&](const int v) {
       if (v < 9) {
         double s = 0;
@@ -1062,7 +1099,7 @@ struct InteractionKernel {
       const scratch part = part_of(ch, S);
       for (int v = 0; v < NV; ++v)  // compile-time bound: acc stays in registers
         if (v < 9 + prm.dk) part(tr, v) = acc[v];
-      if (SENDER) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
+      if (SENDER && FEATURE_GRAD) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
         if (S > 1) {
           const ST2 buf = buf_of(ch, true, S);
           park(buf, C, c, sl, 0, ghj, K);
@@ -1088,7 +1125,7 @@ struct InteractionKernel {
           T ghj[K];
           for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
           for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
-          if (SENDER)
+          if (SENDER && FEATURE_GRAD)
             for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
           for (int v = 0; v < NV; ++v)
             if (v < 9 + prm.dk) part(c, v) += acc[v];
@@ -1163,15 +1200,16 @@ struct InteractionWork {
 // the team has <= 128 threads. The forward with B = 4 (LayerParams::forward_min_blocks = 4, the default: 128
 // registers instead of 129, 4 blocks of 128 threads per SM instead of 3), the adjoints with key width <= kSmallDk
 // with B = 3 (adjoint_min_blocks = 3, the default: 168 registers, 3 blocks per SM instead of 2). ptxas sm_90, float
-// L = 2, radial mode 1/2: no spills in any of the three (session 11; uncapped adjoints 238 / 247 registers).
-// fused_cap_blocks: that B, 0 where no cap is compiled.
+// L = 2, radial mode 1/2: no spills in any of the three (session 11; uncapped adjoints 238 / 247 registers). The
+// embedding-input adjoints (EMBEDDING_INPUT) with B = 4 (adjoint_min_blocks = 3 asks for it too): 128 registers,
+// no spills (uncapped 133-140, i.e. 3 blocks per SM). fused_cap_blocks: that B, 0 where no cap is compiled.
 template <class Kern, class Tag>
 inline constexpr bool is_forward_tag = std::is_same<Tag, typename Kern::template ForwardT<true>>::value ||
                                        std::is_same<Tag, typename Kern::template ForwardT<false>>::value;
 template <class Kern, class Tag>
 inline constexpr int fused_cap_blocks =
     !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm
-        ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? 3 : 0)
+        ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? (Kern::FEATURE_GRAD ? 3 : 4) : 0)
         : 0;
 // The policy type of a capped launch of tag Tag.
 template <class Kern, class Tag>
@@ -1179,12 +1217,12 @@ using CappedPolicy =
     Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, fused_cap_blocks<Kern, Tag>>>;
 
 // Whether kernel `kern` of tag Tag launches capped with teams of team_size: compiled, asked for (forward_min_blocks
-// or adjoint_min_blocks equal to the compiled B) and teams of at most 128 threads.
+// or adjoint_min_blocks > 0, i.e. 4 or 3: the values the model accepts) and teams of at most 128 threads.
 template <class Kern, class Tag>
 bool fused_capped(const Kern& kern, int team_size) {
   constexpr int B = fused_cap_blocks<Kern, Tag>;
   const int want = is_forward_tag<Kern, Tag> ? kern.prm.forward_min_blocks : kern.prm.adjoint_min_blocks;
-  return B > 0 && want == B && team_size <= 128;
+  return B > 0 && want > 0 && team_size <= 128;
 }
 
 // The largest of gsc, gsc - gch, ..., gch whose blocks(.) is at least blocks(gch) (pure; tests check it anywhere).
@@ -1231,6 +1269,10 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
+  if (kern.prm.paths != Kern::P)
+    throw std::invalid_argument("batmobile: the layer parameters hold radial weights of " +
+                                std::to_string(kern.prm.paths) + " paths, the kernel uses " + std::to_string(Kern::P) +
+                                " (make_layer_params' embedding_input must match the kernel's)");
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
@@ -1332,26 +1374,28 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   bool tc_fwd, tc_adj;
-  bool capped_adj = false;  // adjoint launched with LaunchBounds<128, 3> (LayerParams::adjoint_min_blocks)
+  bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>, embedding input <128, 4>; adjoint_min_blocks)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
-template <class T, class Device, int L, bool ATTN, class F>
+template <class T, class Device, int L, bool ATTN, bool EMB = false, class F>
 void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
   if (prm.dk <= kSmallDk) {
-    InteractionKernel<T, Device, L, ATTN, kSmallDk> kern;
+    InteractionKernel<T, Device, L, ATTN, kSmallDk, EMB> kern;
     f(kern);
   } else {
-    InteractionKernel<T, Device, L, ATTN, kMaxDk> kern;
+    InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB> kern;
     f(kern);
   }
 }
 
-template <class T, class Device, int L, bool ATTN>
+// EMB: the embedding-input kernels (InteractionKernel's EMBEDDING_INPUT; prm from make_layer_params with
+// embedding_input = true), here and in interaction_forward / interaction_backward.
+template <class T, class Device, int L, bool ATTN, bool EMB = false>
 InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
-  using Kern = InteractionKernel<T, Device, L, ATTN>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB>;
   Kern kern;
   kern.prm = prm;
   InteractionLaunch r;
@@ -1365,7 +1409,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
                                     Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
-  with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& adj) {
+  with_adjoint_kernel<T, Device, L, ATTN, EMB>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
     with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
@@ -1396,14 +1440,14 @@ void bind_layer(Kern& kern, const G& g, const Prm& prm, const H& h, const O& o, 
 }
 
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
-template <class T, class Device, int L, bool ATTN>
+template <class T, class Device, int L, bool ATTN, bool EMB = false>
 void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work,
                          int team_size = 0) {
   using exec = typename Device::execution_space;
-  using Kern = InteractionKernel<T, Device, L, ATTN>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB>;
   work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
   if (ATTN) {
     ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
@@ -1418,8 +1462,8 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   });
 }
 
-// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates gh, f, vatom.
-template <class T, class Device, int L, bool ATTN>
+// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not with EMB) gh.
+template <class T, class Device, int L, bool ATTN, bool EMB = false>
 void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                           const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                           const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o,
@@ -1430,7 +1474,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
                           InteractionWork<T, Device>& work, int team_size = 0) {
   using exec = typename Device::execution_space;
-  with_adjoint_kernel<T, Device, L, ATTN>(prm, [&](auto& kern) {
+  with_adjoint_kernel<T, Device, L, ATTN, EMB>(prm, [&](auto& kern) {
     using Kern = std::decay_t<decltype(kern)>;
     bind_layer(kern, g, prm, h, o, work);
     kern.gm = gm;
@@ -1458,7 +1502,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     });
     if (concurrent) work.lanes->join();
   });
-  if (ATTN) {
+  if (ATTN && !EMB) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for(
         "batmobile::project_qk_adj",

@@ -4,11 +4,12 @@
 // Public API (namespace batmobile::kernels), all KOKKOS_INLINE_FUNCTION; arrays are per-thread registers:
 //   h[K]   sender feature of one channel, K = (L+1)^2, index k(l, m) = l*l + m + l
 //   Y[K]   edge spherical harmonics
-//   w[P]   per-path weights of this channel, P = num_paths(L, ALL)
+//   w[P]   per-path weights of this channel, P = num_paths(L, ALL), or PS::count for a path set PS (common.hpp;
+//          default AllowedPaths<L, ALL>; ScalarInputPaths<L> for features with only l = 0: h[0] is all they read)
 //   out[num_out(L, ALL)]  output slots, see out_index() in common.hpp
-//   tp_fwd<L, ALL>(h, Y, w, s, out)       out += s * sum_p alpha_p w_p CG_p(h, Y) (w: array or accessor)
-//   tp_fwd2<L>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products
-//   tp_adjoint<L, ALL, NEED_H, TWO, T, NEED_W = true>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
+//   tp_fwd<L, ALL[, PS]>(h, Y, w, s, out)  out += s * sum_p alpha_p w_p CG_p(h, Y) (w: array or accessor)
+//   tp_fwd2<L, T[, PS]>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products
+//   tp_adjoint<L, ALL, NEED_H, TWO, T, NEED_W = true[, PS]>(h, Y, w, wv, gm, go, cm, cv, gh, gY, gw, gwv)
 //       adjoint of  out_m = cm * TP(h, w) (and, if TWO, out_v = cv * TP(h, wv)) for upstream gm (go):
 //       gh += d/dh (if NEED_H), gY += d/dY, gw[p] += d/dw_p, gwv[p] += d/dwv_p (if TWO; both if NEED_W)
 #pragma once
@@ -18,28 +19,26 @@
 namespace batmobile {
 namespace kernels {
 
-template <int L, bool ALL, class T, class W>
+template <int L, bool ALL, class PS = AllowedPaths<L, ALL>, class T, class W>
 KOKKOS_INLINE_FUNCTION void tp_fwd(const T* h, const T* Y, const W& w, T s, T* out) {
-  constexpr int P = num_paths(L, ALL);
-  static_for<P>([&](auto I) {
+  static_for<PS::count>([&](auto I) {
     constexpr int p = decltype(I)::value;
-    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr PathLs q = PS::at(p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
-    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, ALL, p)) * s * w[p], out + o);
+    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(PS::alpha(p)) * s * w[p], out + o);
   });
 }
 
 // om may be nullptr: then only ov is computed (the same arithmetic for ov).
-template <int L, class T, class W, class WV, class OM>
+template <int L, class T, class PS = AllowedPaths<L, false>, class W, class WV, class OM>
 KOKKOS_INLINE_FUNCTION void tp_fwd2(const T* h, const T* Y, const W& w, const WV& wv, T sw, T sv, OM om, T* ov) {
   constexpr bool with_m = !std::is_same<OM, std::nullptr_t>::value;
-  constexpr int P = num_paths(L, false);
-  static_for<P>([&](auto I) {
+  static_for<PS::count>([&](auto I) {
     constexpr int p = decltype(I)::value;
-    constexpr PathLs q = path_at(L, false, p);
+    constexpr PathLs q = PS::at(p);
     T x[2 * q.l3 + 1];
     for (int m = 0; m < 2 * q.l3 + 1; ++m) x[m] = T(0);
-    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(path_alpha(L, false, p)), x);
+    cg::Path<q.l1, q.l2, q.l3>::fwd(h + q.l1 * q.l1, Y + q.l2 * q.l2, T(PS::alpha(p)), x);
     const T b = sv * wv[p];
     if constexpr (with_m) {
       const T a = sw * w[p];
@@ -60,19 +59,18 @@ KOKKOS_FORCEINLINE_FUNCTION T dot_n(const T* a, const T* b) {
 // path then loads its weight and its (2 l3 + 1) upstream values where it uses them, so that they need not all be
 // live in registers at once (the conv adjoint kernels spill otherwise). gw, gwv: anything with gw[p] += x (T*, or a
 // proxy that contracts dE/dw_p at once, see ContractWithDw in interaction.hpp).
-template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class W, class WV, class GM, class GO,
-          class GW, class GWV>
+template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class PS = AllowedPaths<L, ALL>,
+          class W, class WV, class GM, class GO, class GW, class GWV>
 KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const WV& wv, const GM& gm, const GO& go,
                                        T cm, T cv, T* gh, T* gY, GW gw, GWV gwv) {
-  constexpr int P = num_paths(L, ALL);
-  static_for<P>([&](auto I) {
+  static_for<PS::count>([&](auto I) {
     constexpr int p = decltype(I)::value;
-    constexpr PathLs q = path_at(L, ALL, p);
+    constexpr PathLs q = PS::at(p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     constexpr int n3 = 2 * q.l3 + 1;
     using CG = cg::Path<q.l1, q.l2, q.l3>;
     constexpr int n1 = 2 * q.l1 + 1;
-    const T alpha = T(path_alpha(L, ALL, p));
+    const T alpha = T(PS::alpha(p));
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
     // t_a = sum_{b,k} CG_abk Y_b g_k serves both dE/dh_a (= alpha w t_a) and dE/dw (= alpha h . t): one CG

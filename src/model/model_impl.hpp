@@ -11,6 +11,7 @@
 #include "kernels/env_switch.hpp"
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
+#include "model/fused_layer.hpp"
 #include "kernels/sh.hpp"
 #include "model/model.hpp"
 #include "model/sender_csr.hpp"
@@ -244,6 +245,10 @@ struct Model<T, ExecSpace>::FusedState {
   // vatom_send by the sender adjoints (so that the two can run side by side); summed in bm_fused_out
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
   int team_size = 0;  // fused kernels' team size, 0 = automatic
+  // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
+  // depend on the positions: the tensor products use the L + 1 paths (0, l, l), the adjoints skip dE/dh, dE/dq,
+  // dE/dk; src/kernels/interaction.hpp). BATMOBILE_EMBEDDING_LAYER=0: the general kernels (A/B runs).
+  bool embedding_layer = true;
 };
 
 template <class T, class ExecSpace>
@@ -401,6 +406,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
         env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3");
     const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
                                   "a number of intervals 16..65536");
+    if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+      fused_->embedding_layer = *el == 1;
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
       auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
@@ -408,7 +415,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
         constexpr int Lv = decltype(Lc)::value;
         auto prm = kernels::make_layer_params<T, ExecSpace, Lv>(
             hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
-            v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"));
+            v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"), t == 0 && fused_->embedding_layer);
         if (radial_mode) prm.radial_mode = *radial_mode;
         if (prm.radial_mode == 3)
           kernels::attach_radial_table<T, ExecSpace, Lv>(prm, v("radial.W1"), v("radial.b1"), v("radial.W2"),
@@ -435,7 +442,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
-    //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk).
+    //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk);
+    //   BATMOBILE_EMBEDDING_LAYER=0|1 1 (default): layer 0 through the embedding-input kernels (FusedState), 0: the
+    //     general kernels (read above, before the parameters are made).
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
     if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))
@@ -543,8 +552,15 @@ int Model<T, ExecSpace>::fused_team_size(int nl) const {
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph) {
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
-    kernels::interaction_forward<T, ExecSpace, decltype(Lc)::value, true>(
-        g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t], fused_team_size(nl));
+    auto run = [&](auto emb) {
+      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(emb)::value>::forward(
+          g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t],
+          fused_team_size(nl));
+    };
+    if (t == 0 && fused_->embedding_layer)
+      run(std::true_type());
+    else
+      run(std::false_type());
   });
 }
 
@@ -552,9 +568,16 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph,
                                                FeatureView dh_in) {
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
-    kernels::interaction_backward<T, ExecSpace, decltype(Lc)::value, true>(
-        g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
-        fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
+    // (layer 0 through the embedding-input kernels leaves dh_in as the node adjoint wrote it: nothing reads it)
+    auto run = [&](auto emb) {
+      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(emb)::value>::backward(
+          g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
+          fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
+    };
+    if (t == 0 && fused_->embedding_layer)
+      run(std::true_type());
+    else
+      run(std::false_type());
   });
 }
 

@@ -202,6 +202,9 @@ struct Launch {
   // LayerParams::concurrent_adjoints
   bool send_accumulators = false;
   int concurrent = LayerParams<float, Dev>().concurrent_adjoints;
+  // the embedding-input kernels (InteractionKernel's EMBEDDING_INPUT) with the parameters they take
+  // (make_layer_params' embedding_input): h must hold only l = 0; they leave gh untouched
+  bool embedding_input = false;
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -209,7 +212,8 @@ struct Launch {
            std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " fwd_blocks " +
            std::to_string(fwd_blocks) + " basis " +
            std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots) + " send_acc " +
-           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent);
+           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " embedding_input " +
+           std::to_string(embedding_input);
   }
 };
 
@@ -228,7 +232,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   const int K = num_sh(L), C = M.C, team_size = ln.team_size;
   std::vector<T> xt(x.begin(), x.end());
   auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
-  auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk);
+  auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk,
+                                          ln.embedding_input);
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
@@ -252,7 +257,10 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
-  interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work, team_size);
+  if (ln.embedding_input)
+    interaction_forward<T, Dev, L, true, true>(g, prm, hv, out.m, out.o, work, team_size);
+  else
+    interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work, team_size);
   out.M = work.M;
   out.Z = work.Z;
   if (backward) {
@@ -265,7 +273,11 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
       work.f_send = decltype(out.f)("f_send", S.n_total, 3);
       work.vatom_send = decltype(out.f)("vatom_send", S.n_total, 6);
     }
-    interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
+    if (ln.embedding_input)
+      interaction_backward<T, Dev, L, true, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work,
+                                                  team_size);
+    else
+      interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
     if (ln.send_accumulators) {  // keep the parts, then sum them as the model does
       out.f_send = decltype(out.f)("f_send_copy", S.n_total, 3);
       out.vatom_send = decltype(out.f)("vatom_send_copy", S.n_total, 6);
@@ -344,6 +356,23 @@ inline Expected expected(const Model& M, const System& S, std::mt19937& rng) {
   return E;
 }
 
+// Largest |value| of a host view of rank 3.
+template <class V>
+double max_abs(const V& v) {
+  double m = 0;
+  for (size_t x = 0; x < v.extent(0) * v.extent(1) * v.extent(2); ++x) m = std::max(m, std::fabs(double(v.data()[x])));
+  return m;
+}
+
+// Features of an embedding-input layer: those of S with every l >= 1 component set to 0.
+inline System embedding_features(System S, int L, int C) {
+  const int K = num_sh(L);
+  for (int n = 0; n < S.n_total; ++n)
+    for (int k = 1; k < K; ++k)
+      for (int c = 0; c < C; ++c) S.h[(size_t(n) * K + k) * C + c] = 0;
+  return S;
+}
+
 template <int L>
 void check_against(const Model& M, const System& S, const Expected& E, Launch team_size) {
   SCOPED_TRACE(team_size.str());
@@ -385,9 +414,15 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
     for (int n = 0; n < S.n_total; ++n) s += vd(n, v);
     EXPECT_NEAR(s, 0.5 * (W[ia[v]][ib[v]] + W[ib[v]][ia[v]]), 1e-6 * fscale * 4) << "virial " << v;
   }
-  // dE/dh for every atom and component (conv, values, keys and queries)
+  // dE/dh for every atom and component (conv, values, keys and queries); the embedding-input kernels leave gh as
+  // it was (zero here)
   auto ghd = to_host(kd.gh);
   auto ghf = to_host(kf.gh);
+  if (team_size.embedding_input) {
+    EXPECT_EQ(max_abs(ghd), 0.0);
+    EXPECT_EQ(max_abs(ghf), 0.0);
+    return;
+  }
   for (int n = 0; n < S.n_total; ++n)
     for (int k = 0; k < K; ++k)
       for (int c = 0; c < C; ++c) {

@@ -227,3 +227,68 @@ TEST(Interaction, TensorCoreRadial) {
         }
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
+
+// The first layer's kernels (EMBEDDING_INPUT: the input is the species embedding, only l = 0): tensor products over
+// the paths (0, l, l) with those paths' radial rows only, adjoints without dE/dh, dE/dq, dE/dk. On features with only
+// l = 0: vs the reference and finite differences (check_against: m, o, forces on every atom, virial; gh untouched),
+// and vs the general kernels on the same input to rounding (m, o, M, Z, forces, per-atom virial). L = 1, 2, 3; one
+// thread per team and, given 32 OpenMP threads (CTest), teams of C and 4 C; radial modes 0, 1 and 2 (tensor cores
+// on CUDA, H = 16), the adjoints with and without their register cap (CUDA: 4 and 3 blocks per SM). Premise: with an l = 1 feature the two kernels differ (the paths left out matter there).
+template <class T, int L>
+void expect_same_layer(const Model& M, const System& S, const Expected& E, Launch ln, double tol) {
+  Launch gen = ln, emb = ln;
+  gen.embedding_input = false;
+  emb.embedding_input = true;
+  SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + emb.str());
+  const auto a = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, gen);
+  const auto b = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, emb);
+  auto expect_close = [&](const auto& x, const auto& y, const char* what) {
+    const auto d = max_diff(x, y);
+    EXPECT_GT(d.second, 0.0) << what;
+    EXPECT_LE(d.first, tol * std::max(1.0, d.second)) << what;
+  };
+  expect_close(a.m, b.m, "m");
+  expect_close(a.o, b.o, "o");
+  expect_close(a.M, b.M, "M");
+  expect_close(a.Z, b.Z, "Z");
+  expect_close(a.f, b.f, "f");
+  expect_close(a.vatom, b.vatom, "vatom");
+}
+
+template <int L>
+void check_embedding_layer(unsigned seed, const std::vector<Launch>& launches) {
+  std::mt19937 rng(seed);
+  const Model M = make_model(L, rng, 3, 16);
+  const System S0 = make_system(L, M.C, rng, 5, 12, 4.0);
+  const System S = embedding_features(S0, L, M.C);
+  const Expected E = expected(M, S, rng);
+  for (Launch ln : launches) {
+    ln.embedding_input = true;
+    check_against<L>(M, S, E, ln);
+    expect_same_layer<double, L>(M, S, E, ln, 1e-12);
+    expect_same_layer<float, L>(M, S, E, ln, 2e-5);
+  }
+  // premise: an l = 1 feature changes the general kernels' result but not the embedding-input kernels'
+  System S1 = S;
+  for (int c = 0; c < M.C; ++c) S1.h[(size_t(S.n_recv) * num_sh(L) + 1) * M.C + c] = 0.5;  // a sender's l = 1
+  Launch gen = launches.front(), emb = launches.front();
+  emb.embedding_input = true;
+  const auto g0 = run_kernels<double, L>(M, S, S.x, S.h, E.gm, E.go, false, gen);
+  const auto g1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E.gm, E.go, false, gen);
+  const auto e1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E.gm, E.go, false, emb);
+  EXPECT_GT(max_diff(g0.m, g1.m).first, 1e-6);
+  const auto same = max_diff(e1.m, g0.m);
+  EXPECT_LE(same.first, 1e-12 * std::max(1.0, same.second));
+}
+
+TEST(Interaction, EmbeddingInputLayer) {
+  const int C = 8, tmax = team_size_max();
+  std::vector<Launch> launches = {{1, 0, 0}, {1, 1, 0}};
+  if (tmax >= 4 * C)  // (otherwise one thread per team only; CTest runs it with 32 threads as well)
+    for (Launch ln : {Launch{C, 0, 0}, Launch{4 * C, 1, 0}, Launch{4 * C, 2, 0}, Launch{4 * C, 2, 0, 0},
+                      Launch{4 * C, 1, 2}})
+      launches.push_back(ln);
+  check_embedding_layer<1>(301, launches);
+  check_embedding_layer<2>(302, launches);
+  check_embedding_layer<3>(303, launches);
+}

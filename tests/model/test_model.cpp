@@ -311,6 +311,26 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
   EXPECT_LE(rel_err(cached.vatom, recomputed.vatom), 1e-13);
 }
 
+// A fused model built with VAR=VALUE against one built without VAR: energy (etol, relative), forces, per-atom energies
+// and virials (tol, relative to their largest) on the periodic reference system, whose forces are not all small.
+template <class T>
+static void expect_env_close(const Reference& r, const char* var, const char* value, double etol, double tol) {
+  SCOPED_TRACE(std::string(var) + "=" + value + (sizeof(T) == 4 ? " float" : " double"));
+  setenv(var, value, 1);
+  Model<T, Exec> with(load(), EdgeBackend::Fused);
+  unsetenv(var);
+  Model<T, Exec> plain(load(), EdgeBackend::Fused);
+  const Evaluation a = evaluate(with, r.pos, r.species, r.cell, r.pbc);
+  const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
+  EXPECT_NEAR(a.energy, b.energy, etol * std::fabs(b.energy));
+  EXPECT_LE(rel_err(a.forces, b.forces), tol);
+  EXPECT_LE(rel_err(a.eatom, b.eatom), tol);
+  EXPECT_LE(rel_err(a.vatom, b.vatom), tol);
+  double fmax = 0;
+  for (double f : b.forces) fmax = std::max(fmax, std::fabs(f));
+  EXPECT_GT(fmax, 1e-2);
+}
+
 // The fused kernels' A/B switches are read when the model is built: bad values are errors; switching off the
 // adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
 // not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
@@ -322,15 +342,9 @@ TEST(ModelEnv, FusedKernelSwitches) {
   auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
   setenv("BATMOBILE_ADJ_MIN_BLOCKS", "7", 1);
   EXPECT_THROW(build(), std::invalid_argument);
-  setenv("BATMOBILE_ADJ_MIN_BLOCKS", "0", 1);
-  Model<float, Exec> uncapped(load(), EdgeBackend::Fused);
-  unsetenv("BATMOBILE_ADJ_MIN_BLOCKS");
-  Model<float, Exec> plain(load(), EdgeBackend::Fused);
-  const Evaluation a = evaluate(uncapped, r.pos, r.species, r.cell, r.pbc);
+  expect_env_close<float>(r, "BATMOBILE_ADJ_MIN_BLOCKS", "0", 1e-6, 1e-5);
+  Model<float, Exec> plain(load(), EdgeBackend::Fused);  // the defaults, compared with below
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
-  EXPECT_NEAR(a.energy, b.energy, 1e-6 * std::fabs(b.energy));
-  EXPECT_LE(rel_err(a.forces, b.forces), 1e-5);
-  EXPECT_LE(rel_err(a.vatom, b.vatom), 1e-5);
   for (const char* bad : {"9", "abc", "1x"}) {  // atoi read the last two as 0 and 1 before
     setenv("BATMOBILE_RADIAL_MODE", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
@@ -401,6 +415,19 @@ TEST(ModelEnv, FusedKernelSwitches) {
   expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}});
   expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}, {"BATMOBILE_CONST_SLOTS", "0"}});
   expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}, {"BATMOBILE_CONST_SLOTS", "1"}});
+}
+
+// Layer 0 through the general kernels (BATMOBILE_EMBEDDING_LAYER=0) instead of the embedding-input kernels (default:
+// the paths (0, l, l) only, no dE/dh): the same energy, forces and per-atom virials to rounding, float and double;
+// bad values are errors. (The default path is the one every reference test checks.)
+TEST(ModelEnv, EmbeddingLayerSwitch) {
+  Reference r = read_reference("periodic");
+  for (const char* bad : {"2", "-1", "on"}) {
+    setenv("BATMOBILE_EMBEDDING_LAYER", bad, 1);
+    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  }
+  expect_env_close<float>(r, "BATMOBILE_EMBEDDING_LAYER", "0", 1e-5, 1e-5);
+  expect_env_close<double>(r, "BATMOBILE_EMBEDDING_LAYER", "0", 1e-12, 1e-12);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
