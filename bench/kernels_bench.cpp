@@ -321,39 +321,50 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                      extra);
       }
-    // The first layer's kernels (embedding input: h with l = 0 only; the paths (0, l, l), no dE/dh), as MD runs
-    // layer 0, with the default radial mode, the same radial MLP and the A/B settings above; op names end in
-    // _embedding_input.
-    auto pe = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
-                                               rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2), true);
-    pe.shared_carveout = prm.shared_carveout;
-    pe.forward_min_blocks = prm.forward_min_blocks;
-    pe.basis_chunk = prm.basis_chunk;
-    pe.const_slot_launch = prm.const_slot_launch;
-    pe.concurrent_adjoints = prm.concurrent_adjoints;
-    pe.radial_chunk = radial_chunk;
-    const auto le = interaction_launch<float, Dev, L, true, true>(pe, ts);
-    const std::string extra_e = ", \"radial_mode\": " + std::to_string(pe.radial_mode) + ", \"team_fwd\": " +
-                                std::to_string(le.team_fwd) + ", \"chunk_fwd\": " + std::to_string(le.chunk_fwd) +
-                                ", \"tc_fwd\": " + (le.tc_fwd ? "true" : "false") + ", \"team_adj\": " +
-                                std::to_string(le.team_adj) + ", \"chunk_adj\": " + std::to_string(le.chunk_adj) +
-                                ", \"tc_adj\": " + (le.tc_adj ? "true" : "false");
-    double ms = median_ms(
-        [&] {
-          interaction_forward<float, Dev, L, true, true>(g, pe, h, m, o, work, ts);
-          Kokkos::deep_copy(f, 0.0);
-          Kokkos::deep_copy(vatom, 0.0);
-          Kokkos::deep_copy(work.f_send, 0.0);
-          Kokkos::deep_copy(work.vatom_send, 0.0);
-          interaction_backward<float, Dev, L, true, true>(g, pe, h, o, gm, go, gh, f, vatom, work, ts);
-        },
-        warmup, reps);
-    write_result(out,
-                 {"attention_fwd_bwd_embedding_input", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                 extra_e);
-    ms = median_ms([&] { interaction_forward<float, Dev, L, true, true>(g, pe, h, m, o, work, ts); }, warmup, reps);
-    write_result(out, {"attention_fwd_embedding_input", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                 extra_e);
+    // The first and last layers' kernels (layer roles: embedding input, the paths (0, l, l), no dE/dh; scalar output,
+    // the paths (l, l, 0)), as MD runs them, with the default radial mode, the same radial MLP and the A/B settings
+    // above; op names end in _embedding_input, _scalar_output.
+    for (int role : {kEmbeddingInput, kScalarOutput}) {
+      auto pe = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
+                                                 rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2), role);
+      pe.shared_carveout = prm.shared_carveout;
+      pe.forward_min_blocks = prm.forward_min_blocks;
+      pe.basis_chunk = prm.basis_chunk;
+      pe.const_slot_launch = prm.const_slot_launch;
+      pe.concurrent_adjoints = prm.concurrent_adjoints;
+      pe.radial_chunk = radial_chunk;
+      const std::string name = role == kEmbeddingInput ? "_embedding_input" : "_scalar_output";
+      auto run = [&](auto rc_) {
+        constexpr int R = decltype(rc_)::value;
+        const auto le = interaction_launch<float, Dev, L, true, R>(pe, ts);
+        const std::string extra_e = ", \"radial_mode\": " + std::to_string(pe.radial_mode) + ", \"team_fwd\": " +
+                                    std::to_string(le.team_fwd) + ", \"chunk_fwd\": " + std::to_string(le.chunk_fwd) +
+                                    ", \"tc_fwd\": " + (le.tc_fwd ? "true" : "false") + ", \"team_adj\": " +
+                                    std::to_string(le.team_adj) + ", \"chunk_adj\": " +
+                                    std::to_string(le.chunk_adj) + ", \"tc_adj\": " + (le.tc_adj ? "true" : "false");
+        double ms = median_ms(
+            [&] {
+              interaction_forward<float, Dev, L, true, R>(g, pe, h, m, o, work, ts);
+              Kokkos::deep_copy(gh, 0.0f);
+              Kokkos::deep_copy(f, 0.0);
+              Kokkos::deep_copy(vatom, 0.0);
+              Kokkos::deep_copy(work.f_send, 0.0);
+              Kokkos::deep_copy(work.vatom_send, 0.0);
+              interaction_backward<float, Dev, L, true, R>(g, pe, h, o, gm, go, gh, f, vatom, work, ts);
+            },
+            warmup, reps);
+        write_result(out,
+                     {"attention_fwd_bwd" + name, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                     extra_e);
+        ms = median_ms([&] { interaction_forward<float, Dev, L, true, R>(g, pe, h, m, o, work, ts); }, warmup, reps);
+        write_result(out, {"attention_fwd" + name, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                     extra_e);
+      };
+      if (role == kEmbeddingInput)
+        run(std::integral_constant<int, kEmbeddingInput>());
+      else
+        run(std::integral_constant<int, kScalarOutput>());
+    }
   }
 }
 

@@ -8,9 +8,10 @@
 //                                      all = true : every triangle-allowed path (L=3: 34), lexicographic order
 //   path_alpha(L, all, p)              alpha_p = sqrt((2 l3 + 1) / n(l3, parity)) (docs/model.md; equals e3nn's
 //                                      "component"/"element" normalisation of a uvu tensor product)
-//   AllowedPaths<L, all>, ScalarInputPaths<L>  path sets as types (count, at(p), alpha(p)) for tp.hpp; the second
-//                                      holds the natural paths (0, l, l) that features with only l = 0 use
-//   path_index(L, all, l1, l2, l3), scalar_input_path(L, p)   index of a path in the set
+//   AllowedPaths<L, all>, LayerPaths<L, role>  path sets as types (count, at(p), alpha(p)) for tp.hpp; the second
+//                                      holds the natural paths a layer role needs (kGeneralLayer: all;
+//                                      kEmbeddingInput: l1 = 0; kScalarOutput: l3 = 0; bits), role_natural_path(L,
+//                                      role, p) its path p's index in the natural set
 //   out_index(L, all, l3, l1 + l2)     output slot of the first component (m3 = -l3) of a path's output: natural
 //                                      parity outputs occupy [0, K), the other parity [K, 2K) (only when all)
 //   static_for<N>(f)                   calls f(std::integral_constant<int, I>) for I = 0..N-1 (unrolled)
@@ -117,15 +118,6 @@ KOKKOS_INLINE_FUNCTION constexpr double path_alpha(int L, bool all, int p) {
   return constexpr_sqrt(double(2 * q.l3 + 1) / double(paths_into(L, all, q.l3, q.l1 + q.l2)));
 }
 
-// Index of path (l1, l2, l3) in the set (-1: not in it).
-KOKKOS_INLINE_FUNCTION constexpr int path_index(int L, bool all, int l1, int l2, int l3) {
-  for (int p = 0; p < num_paths(L, all); ++p) {
-    const PathLs q = path_at(L, all, p);
-    if (q.l1 == l1 && q.l2 == l2 && q.l3 == l3) return p;
-  }
-  return -1;
-}
-
 // A path set as a type, for tp.hpp: count, at(p), alpha(p).
 template <int L, bool ALL>
 struct AllowedPaths {
@@ -134,16 +126,35 @@ struct AllowedPaths {
   KOKKOS_INLINE_FUNCTION static constexpr double alpha(int p) { return path_alpha(L, ALL, p); }
 };
 
-// The natural paths (0, l, l), l = 0..L, with the natural set's alpha: all that contribute when the sender
-// features hold only l = 0, as the first layer's input does (docs/model.md: the embedding sets l >= 1 to 0). Path
-// p of this set is natural path scalar_input_path(L, p), whose weights it uses.
-template <int L>
-struct ScalarInputPaths {
-  static constexpr int count = L + 1;
-  KOKKOS_INLINE_FUNCTION static constexpr PathLs at(int p) { return PathLs{0, p, p}; }
-  KOKKOS_INLINE_FUNCTION static constexpr double alpha(int p) { return path_alpha(L, false, path_index(L, false, 0, p, p)); }
+// Layer roles (bits), for the model's first and last layers (docs/model.md), which need only part of the natural
+// paths: kEmbeddingInput, the input holds only l = 0 (the species embedding: paths l1 = 0, and it is constant in the
+// positions); kScalarOutput, only the l = 0 outputs are used (the last layer: the readout reads h[.][0], and the mix,
+// gate, update and norm keep l = 0 apart from l >= 1: paths l3 = 0).
+inline constexpr int kGeneralLayer = 0, kEmbeddingInput = 1, kScalarOutput = 2;
+KOKKOS_INLINE_FUNCTION constexpr bool role_keeps(int role, PathLs q) {
+  return (!(role & kEmbeddingInput) || q.l1 == 0) && (!(role & kScalarOutput) || q.l3 == 0);
+}
+KOKKOS_INLINE_FUNCTION constexpr int role_num_paths(int L, int role) {
+  int n = 0;
+  for (int p = 0; p < num_paths(L, false); ++p) n += role_keeps(role, path_at(L, false, p)) ? 1 : 0;
+  return n;
+}
+// Index in the natural set of path p of a role's set (its weights' rows in radial.W2).
+KOKKOS_INLINE_FUNCTION constexpr int role_natural_path(int L, int role, int p) {
+  for (int q = 0, n = 0; q < num_paths(L, false); ++q)
+    if (role_keeps(role, path_at(L, false, q)) && n++ == p) return q;
+  return -1;
+}
+// The natural paths that a layer of role ROLE needs, with the full set's alpha_p (L = 2: 11 paths; 3 each for the
+// first (0, l, l) and last (l, l, 0) layers, 9 of the 83 CG entries).
+template <int L, int ROLE>
+struct LayerPaths {
+  static constexpr int count = role_num_paths(L, ROLE);
+  KOKKOS_INLINE_FUNCTION static constexpr PathLs at(int p) { return path_at(L, false, role_natural_path(L, ROLE, p)); }
+  KOKKOS_INLINE_FUNCTION static constexpr double alpha(int p) {
+    return path_alpha(L, false, role_natural_path(L, ROLE, p));
+  }
 };
-KOKKOS_INLINE_FUNCTION constexpr int scalar_input_path(int L, int p) { return path_index(L, false, 0, p, p); }
 
 KOKKOS_INLINE_FUNCTION constexpr int out_index(int L, bool /*all*/, int l3, int parity12) {
   // natural parity of the output: (l1 + l2) and l3 have the same parity

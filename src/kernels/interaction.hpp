@@ -46,10 +46,12 @@
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).
-// Embedding input (template flag EMBEDDING_INPUT; the first layer, whose input is the species embedding: only l = 0,
-// and constant in the positions, docs/model.md): the tensor products run over the natural paths (0, l, l) alone
-// (ScalarInputPaths, L + 1 of the P paths), whose radial-MLP rows make_layer_params keeps (embedding_input = true),
-// and the adjoints compute forces and virials only: dE/dh, dE/dq and dE/dk are not needed and are not written.
+// Layer roles (template parameter ROLE, bits, common.hpp; docs/model.md): kEmbeddingInput, the first layer, whose
+// input is the species embedding (only l = 0, constant in the positions): the tensor products run over the paths
+// (0, l, l) alone and the adjoints compute forces and virials only (dE/dh, dE/dq, dE/dk are neither needed nor
+// written); kScalarOutput, the last layer, of whose outputs only m[.][0] and o[.][0] reach the energy: the paths
+// (l, l, 0) alone, m and o are 0 for l >= 1, and gm, go are read for l = 0 only. make_layer_params(..., role) keeps
+// the radial-MLP rows of the role's paths (LayerPaths).
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
 #include <memory>
@@ -100,9 +102,9 @@ struct LayerParams {
   T rtab_inv_h = 0;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
-  // Paths whose radial-MLP rows W2t holds (2 paths C columns): num_paths(L, false), or L + 1 for an embedding-input
-  // layer (make_layer_params); the launch checks it against the kernel's.
-  int paths = 0;
+  // Layer role (common.hpp) whose paths' radial-MLP rows W2t holds (2 role_num_paths C columns; make_layer_params);
+  // the launch checks it against the kernel's.
+  int role = kGeneralLayer;
   // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
   // computes them for the whole chunk as a small GEMM into team scratch (InteractionKernel::radial_gemm), falling
   // back to 0 where the scratch does not fit (30 % more MD steps/s than 0 on the H200 at 648 and 10,368 atoms; on
@@ -126,7 +128,7 @@ struct LayerParams {
   // followed, 0 gave 294.1 / 27.98 vs 291.8 / 28.12 (session 9): within noise.
   int basis_chunk = 1;
   // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
-  // the embedding-input adjoints <128, 4>), 0 = uncapped.
+  // those of the first and last layer roles <128, 4>), 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
   // 1.06 ms (session 7)
   int adjoint_min_blocks = 3;
@@ -156,35 +158,35 @@ struct LayerParams {
   int concurrent_adjoints = 1;
 };
 
-// The rows of radial.W2 (2 P C, H; model-file shape) that a layer uses: all, or for an embedding-input layer those
-// of the paths (0, l, l) (ScalarInputPaths), weights then values, in the same (path, channel) order.
+// The rows of radial.W2 (2 P C, H; model-file shape) that a layer of role `role` uses (those of its paths,
+// LayerPaths), weights then values, in the same (path, channel) order.
 template <int L>
-std::vector<double> layer_radial_rows(const std::vector<double>& W2, int C, int H, bool embedding_input) {
+std::vector<double> layer_radial_rows(const std::vector<double>& W2, int C, int H, int role) {
   constexpr int P = num_paths(L, false);
   if (W2.size() != size_t(2) * P * C * H) throw std::invalid_argument("bad size: W2");
-  if (!embedding_input) return W2;
+  if (role < 0 || role > (kEmbeddingInput | kScalarOutput)) throw std::invalid_argument("bad layer role");
   std::vector<double> out;
-  out.reserve(size_t(2) * (L + 1) * C * H);
+  out.reserve(size_t(2) * role_num_paths(L, role) * C * H);
   for (int half = 0; half < 2; ++half)
-    for (int p = 0; p <= L; ++p) {
-      const size_t row0 = (size_t(half) * P + scalar_input_path(L, p)) * C;
+    for (int p = 0; p < role_num_paths(L, role); ++p) {
+      const size_t row0 = (size_t(half) * P + role_natural_path(L, role, p)) * C;
       out.insert(out.end(), W2.begin() + row0 * H, W2.begin() + (row0 + C) * H);
     }
   return out;
 }
 
 // Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
-// embedding_input: parameters of the embedding-input kernels (InteractionKernel<..., EMBEDDING_INPUT = true>), which
-// keep the radial-MLP rows of the paths (0, l, l) only.
+// role: the parameters of the kernels of that layer role (InteractionKernel's ROLE), which keep the radial-MLP rows
+// of the role's paths only.
 template <class T, class Device, int L>
 LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, double r_c, double avg_num_neighbors,
                                          const std::vector<double>& W1, const std::vector<double>& b1,
                                          const std::vector<double>& W2_all, const std::vector<double>& Wg,
                                          const std::vector<double>& Wq, const std::vector<double>& Wk,
-                                         bool embedding_input = false) {
-  const int P = embedding_input ? L + 1 : num_paths(L, false);
+                                         int role = kGeneralLayer) {
   if (NB > kMaxNB || dk > kMaxDk || A > kMaxHeads || C % A != 0) throw std::invalid_argument("make_layer_params: unsupported sizes");
-  const std::vector<double> W2 = layer_radial_rows<L>(W2_all, C, H, embedding_input);
+  const std::vector<double> W2 = layer_radial_rows<L>(W2_all, C, H, role);
+  const int P = role_num_paths(L, role);
   auto mk = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
     Kokkos::View<T**, Kokkos::LayoutRight, Device> d(std::string(name), transpose ? cols : rows, transpose ? rows : cols);
     if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
@@ -210,7 +212,7 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
                              frag.data(), frag.size()));
     p.W2tc = d;
   }
-  p.paths = P;
+  p.role = role;
   p.r_c = T(r_c);
   p.inv_avg = T(1.0 / avg_num_neighbors);
   p.C = C;
@@ -227,10 +229,9 @@ template <class T, class Device, int L>
 void attach_radial_table(LayerParams<T, Device>& p, const std::vector<double>& W1, const std::vector<double>& b1,
                          const std::vector<double>& W2, int NI) {
   if constexpr (std::is_same<T, float>::value) {
-    const int ncol = 2 * p.paths * p.C;  // the rows make_layer_params kept
+    const int ncol = 2 * role_num_paths(L, p.role) * p.C;  // the rows make_layer_params kept
     const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1,
-                                                layer_radial_rows<L>(W2, p.C, p.H, p.paths != num_paths(L, false)),
-                                                NI);
+                                                layer_radial_rows<L>(W2, p.C, p.H, p.role), NI);
     Kokkos::View<T*, Device> d("Rtab", coef.size());
     auto hm = Kokkos::create_mirror_view(d);
     for (size_t x = 0; x < coef.size(); ++x) hm(x) = T(coef[x]);
@@ -305,15 +306,21 @@ KOKKOS_INLINE_FUNCTION void radial_from_hidden(const Params& prm, int c, T d, co
   }
 }
 
-template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, bool EMBEDDING_INPUT = false>
+template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, int ROLE = kGeneralLayer>
 struct InteractionKernel {
   static_assert(DKM >= 1 && DKM <= kMaxDk, "DKM: key width bound of the adjoint kernels");
+  static_assert(ROLE >= 0 && ROLE <= (kEmbeddingInput | kScalarOutput), "ROLE: layer role bits (common.hpp)");
   static constexpr int K = num_sh(L);
-  // the tensor-product paths: all natural ones, or (0, l, l) for an embedding input (only h[.][0] is non-zero)
-  using Paths = std::conditional_t<EMBEDDING_INPUT, ScalarInputPaths<L>, AllowedPaths<L, false>>;
+  static constexpr int role = ROLE;
+  // the tensor-product paths of the role (all natural ones for a general layer)
+  using Paths = std::conditional_t<ROLE == kGeneralLayer, AllowedPaths<L, false>, LayerPaths<L, ROLE>>;
   static constexpr int P = Paths::count;
+  // feature components the layer reads from h (all, or l = 0 for an embedding input) and writes to m, o (all, or
+  // l = 0 for a scalar output: gm, go are read there only)
+  static constexpr int KI = (ROLE & kEmbeddingInput) ? 1 : K;
+  static constexpr int KO = (ROLE & kScalarOutput) ? 1 : K;
   // the adjoint gives dE/dh, dE/dq, dE/dk (not for an embedding input: constant in the positions)
-  static constexpr bool FEATURE_GRAD = !EMBEDDING_INPUT;
+  static constexpr bool FEATURE_GRAD = !(ROLE & kEmbeddingInput);
   static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;  // per-channel partials reduced per team: force, virial, dq/dk
   static constexpr int dkm = DKM;
   using scalar = T;
@@ -777,7 +784,7 @@ struct InteractionKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
-    for (int kk = 0; kk < K; ++kk) hj[kk] = EMBEDDING_INPUT && kk > 0 ? T(0) : h(j, kk, c);
+    for (int kk = 0; kk < K; ++kk) hj[kk] = kk < KI ? h(j, kk, c) : T(0);
   }
 
   template <class Ch>
@@ -982,7 +989,7 @@ struct InteractionKernel {
     T Y[K], hj[K], gmi[K], goi[K];
     sh<L, T>(r, Y);
     load_h(j, c, hj);
-    for (int kk = 0; kk < K; ++kk) gmi[kk] = gm(i, kk, c);
+    for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gm(i, kk, c) : T(0);  // (scalar output: l = 0 only)
     T gY[K];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
@@ -998,9 +1005,8 @@ struct InteractionKernel {
       tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
       T tt = T(0);
       for (int kk = 0; kk < K; ++kk) {
-        goi[kk] = go(i, kk, c);
-        const T oo = o(i, kk, c);
-        tt += goi[kk] * (v[kk] - oo);
+        goi[kk] = kk < KO ? go(i, kk, c) : T(0);
+        if (kk < KO) tt += goi[kk] * (v[kk] - o(i, kk, c));
       }
       const T ge = tt * inv;  // dE/d(e_ij); o does not depend on M, so no gradient flows through it
       gs = ge * ex;           // de/ds = e, de/du = e / u
@@ -1201,15 +1207,17 @@ struct InteractionWork {
 // registers instead of 129, 4 blocks of 128 threads per SM instead of 3), the adjoints with key width <= kSmallDk
 // with B = 3 (adjoint_min_blocks = 3, the default: 168 registers, 3 blocks per SM instead of 2). ptxas sm_90, float
 // L = 2, radial mode 1/2: no spills in any of the three (session 11; uncapped adjoints 238 / 247 registers). The
-// embedding-input adjoints (EMBEDDING_INPUT) with B = 4 (adjoint_min_blocks = 3 asks for it too): 128 registers,
-// no spills (uncapped 133-140, i.e. 3 blocks per SM). fused_cap_blocks: that B, 0 where no cap is compiled.
+// adjoints of the first and last layers (ROLE kEmbeddingInput, kScalarOutput) with B = 4 (adjoint_min_blocks = 3 asks
+// for it too): 128 registers; ptxas sm_90, receiver / sender: embedding input 0 / 0 B of spill stores (uncapped
+// 133-140 registers, i.e. 3 blocks per SM), scalar output 0 / 4 B (uncapped 136 / 153). fused_cap_blocks: that B,
+// 0 where no cap is compiled.
 template <class Kern, class Tag>
 inline constexpr bool is_forward_tag = std::is_same<Tag, typename Kern::template ForwardT<true>>::value ||
                                        std::is_same<Tag, typename Kern::template ForwardT<false>>::value;
 template <class Kern, class Tag>
 inline constexpr int fused_cap_blocks =
     !runs_on_host<typename Kern::exec> && std::is_same<typename Kern::scalar, float>::value && Tag::gemm
-        ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? (Kern::FEATURE_GRAD ? 3 : 4) : 0)
+        ? (is_forward_tag<Kern, Tag> ? 4 : Kern::dkm == kSmallDk ? (Kern::role == kGeneralLayer ? 3 : 4) : 0)
         : 0;
 // The policy type of a capped launch of tag Tag.
 template <class Kern, class Tag>
@@ -1269,10 +1277,10 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
-  if (kern.prm.paths != Kern::P)
-    throw std::invalid_argument("batmobile: the layer parameters hold radial weights of " +
-                                std::to_string(kern.prm.paths) + " paths, the kernel uses " + std::to_string(Kern::P) +
-                                " (make_layer_params' embedding_input must match the kernel's)");
+  if (kern.prm.role != Kern::role)
+    throw std::invalid_argument("batmobile: layer parameters of role " + std::to_string(kern.prm.role) +
+                                " for a kernel of role " + std::to_string(Kern::role) +
+                                " (make_layer_params' role must match the kernel's)");
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
@@ -1374,28 +1382,28 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   bool tc_fwd, tc_adj;
-  bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>, embedding input <128, 4>; adjoint_min_blocks)
+  bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
   size_t bytes_fwd, bytes_adj;
 };
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
-template <class T, class Device, int L, bool ATTN, bool EMB = false, class F>
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class F>
 void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
   if (prm.dk <= kSmallDk) {
-    InteractionKernel<T, Device, L, ATTN, kSmallDk, EMB> kern;
+    InteractionKernel<T, Device, L, ATTN, kSmallDk, ROLE> kern;
     f(kern);
   } else {
-    InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB> kern;
+    InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE> kern;
     f(kern);
   }
 }
 
-// EMB: the embedding-input kernels (InteractionKernel's EMBEDDING_INPUT; prm from make_layer_params with
-// embedding_input = true), here and in interaction_forward / interaction_backward.
-template <class T, class Device, int L, bool ATTN, bool EMB = false>
+// ROLE: the layer role's kernels (InteractionKernel; prm from make_layer_params with the same role), here and in
+// interaction_forward / interaction_backward.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
 InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
-  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
   Kern kern;
   kern.prm = prm;
   InteractionLaunch r;
@@ -1409,7 +1417,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
                                     Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
-  with_adjoint_kernel<T, Device, L, ATTN, EMB>(prm, [&](auto& adj) {
+  with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
     with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
@@ -1440,14 +1448,14 @@ void bind_layer(Kern& kern, const G& g, const Prm& prm, const H& h, const O& o, 
 }
 
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work).
-template <class T, class Device, int L, bool ATTN, bool EMB = false>
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
 void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work,
                          int team_size = 0) {
   using exec = typename Device::execution_space;
-  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, EMB>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
   work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
   if (ATTN) {
     ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
@@ -1462,8 +1470,9 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   });
 }
 
-// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not with EMB) gh.
-template <class T, class Device, int L, bool ATTN, bool EMB = false>
+// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not for an embedding
+// input) gh.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
 void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                           const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                           const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o,
@@ -1474,7 +1483,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
                           InteractionWork<T, Device>& work, int team_size = 0) {
   using exec = typename Device::execution_space;
-  with_adjoint_kernel<T, Device, L, ATTN, EMB>(prm, [&](auto& kern) {
+  with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& kern) {
     using Kern = std::decay_t<decltype(kern)>;
     bind_layer(kern, g, prm, h, o, work);
     kern.gm = gm;
@@ -1502,7 +1511,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     });
     if (concurrent) work.lanes->join();
   });
-  if (ATTN && !EMB) {
+  if (ATTN && !(ROLE & kEmbeddingInput)) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for(
         "batmobile::project_qk_adj",

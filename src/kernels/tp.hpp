@@ -5,7 +5,7 @@
 //   h[K]   sender feature of one channel, K = (L+1)^2, index k(l, m) = l*l + m + l
 //   Y[K]   edge spherical harmonics
 //   w[P]   per-path weights of this channel, P = num_paths(L, ALL), or PS::count for a path set PS (common.hpp;
-//          default AllowedPaths<L, ALL>; ScalarInputPaths<L> for features with only l = 0: h[0] is all they read)
+//          default AllowedPaths<L, ALL>; LayerPaths<L, role>: the paths the first and last layers need)
 //   out[num_out(L, ALL)]  output slots, see out_index() in common.hpp
 //   tp_fwd<L, ALL[, PS]>(h, Y, w, s, out)  out += s * sum_p alpha_p w_p CG_p(h, Y) (w: array or accessor)
 //   tp_fwd2<L, T[, PS]>(h, Y, w, wv, sw, sv, om, ov)  natural paths, two weight sets sharing the CG products

@@ -1,15 +1,16 @@
-// One layer's fused kernels (src/kernels/interaction.hpp) for feature degree L; EMB: the embedding-input kernels
-// that layer 0 runs. Declared here and compiled in one translation unit per L (fused_layer_l1.cpp .. _l3.cpp), which
-// alone see the definitions: nvcc gives each unit 64 KB of constant memory, of which Kokkos takes 32 KB and our launch
-// two ~1.2-KB slots per fused float kernel (cuda_launch.hpp), and the 18 float kernels of L = 1..3 (general and
-// embedding-input) did not fit one unit. The units also compile in parallel.
+// One layer's fused kernels (src/kernels/interaction.hpp) for feature degree L and layer role ROLE (kGeneralLayer,
+// kEmbeddingInput for layer 0, kScalarOutput for the last layer; common.hpp). Declared here and compiled in one
+// translation unit per L (fused_layer_l1.cpp .. _l3.cpp), which alone see the definitions: nvcc gives each unit 64 KB
+// of constant memory, of which Kokkos takes 32 KB and our launch two slots of ~1.2 KB (the functor, 1,096 B on the
+// host) per fused float kernel (cuda_launch.hpp): by that count the 27 float kernels of L = 1..3 and three roles would
+// need ~97 KB in one unit, one L's 9 ~54 KB. The units also compile in parallel.
 #pragma once
 #include "kernels/interaction.hpp"
 
 namespace batmobile {
 namespace model_detail {
 
-template <class T, class D, int L, bool EMB>
+template <class T, class D, int L, int ROLE>
 struct FusedLayer {
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, D>;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, D>;
@@ -23,24 +24,26 @@ struct FusedLayer {
 };
 
 #ifdef BATMOBILE_FUSED_LAYER_DEFINITIONS
-template <class T, class D, int L, bool EMB>
-void FusedLayer<T, D, L, EMB>::forward(const kernels::Graph<T, D>& g, const kernels::LayerParams<T, D>& prm,
+template <class T, class D, int L, int ROLE>
+void FusedLayer<T, D, L, ROLE>::forward(const kernels::Graph<T, D>& g, const kernels::LayerParams<T, D>& prm,
                                        const CV3& h, const V3& m, const V3& o, kernels::InteractionWork<T, D>& work,
                                        int team_size) {
-  kernels::interaction_forward<T, D, L, true, EMB>(g, prm, h, m, o, work, team_size);
+  kernels::interaction_forward<T, D, L, true, ROLE>(g, prm, h, m, o, work, team_size);
 }
-template <class T, class D, int L, bool EMB>
-void FusedLayer<T, D, L, EMB>::backward(const kernels::Graph<T, D>& g, const kernels::LayerParams<T, D>& prm,
+template <class T, class D, int L, int ROLE>
+void FusedLayer<T, D, L, ROLE>::backward(const kernels::Graph<T, D>& g, const kernels::LayerParams<T, D>& prm,
                                         const CV3& h, const V3& o, const CV3& gm, const CV3& go, const V3& gh,
                                         const D2& f, const D2& vatom, kernels::InteractionWork<T, D>& work,
                                         int team_size) {
-  kernels::interaction_backward<T, D, L, true, EMB>(g, prm, h, o, gm, go, gh, f, vatom, work, team_size);
+  kernels::interaction_backward<T, D, L, true, ROLE>(g, prm, h, o, gm, go, gh, f, vatom, work, team_size);
 }
 
-// Every (T, execution space) the model is instantiated for (model_*.cpp), general and embedding-input.
-#define BATMOBILE_FUSED_LAYERS_OF(T, S, L)                         \
-  template struct batmobile::model_detail::FusedLayer<T, S, L, false>; \
-  template struct batmobile::model_detail::FusedLayer<T, S, L, true>;
+// Every (T, execution space) the model is instantiated for (model_*.cpp), the three roles the model runs (a model of
+// one layer runs it as kEmbeddingInput: the two bits together are not compiled).
+#define BATMOBILE_FUSED_LAYERS_OF(T, S, L)                                               \
+  template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kGeneralLayer>;   \
+  template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kEmbeddingInput>; \
+  template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kScalarOutput>;
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
 #define BATMOBILE_INSTANTIATE_FUSED_LAYERS(L)                                  \
   BATMOBILE_FUSED_LAYERS_OF(float, Kokkos::DefaultExecutionSpace, L)          \

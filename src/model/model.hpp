@@ -104,6 +104,8 @@ class Model {
   void ensure_capacity(int n_local, int n_all, int n_edges);
   template <class Fn>
   void with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn);
+  template <class Fn>
+  void with_layer_role(int t, Fn f) const;
   int fused_team_size(int nl) const;
   void fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph);
   void fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph, FeatureView dh_in);

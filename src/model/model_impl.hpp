@@ -246,9 +246,15 @@ struct Model<T, ExecSpace>::FusedState {
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
   int team_size = 0;  // fused kernels' team size, 0 = automatic
   // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
-  // depend on the positions: the tensor products use the L + 1 paths (0, l, l), the adjoints skip dE/dh, dE/dq,
-  // dE/dk; src/kernels/interaction.hpp). BATMOBILE_EMBEDDING_LAYER=0: the general kernels (A/B runs).
-  bool embedding_layer = true;
+  // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
+  // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
+  // src/kernels/interaction.hpp. BATMOBILE_EMBEDDING_LAYER=0, BATMOBILE_SCALAR_OUTPUT_LAYER=0: the general kernels
+  // there (A/B runs). A one-layer model runs its layer as an embedding-input one (both roles at once are not compiled).
+  bool embedding_layer = true, scalar_output_layer = true;
+  int role(int t, int layers) const {
+    if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
+    return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
+  }
 };
 
 template <class T, class ExecSpace>
@@ -408,6 +414,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
                                   "a number of intervals 16..65536");
     if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
       fused_->embedding_layer = *el == 1;
+    if (const auto so = env_switch("BATMOBILE_SCALAR_OUTPUT_LAYER", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+      fused_->scalar_output_layer = *so == 1;
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
       auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
@@ -415,7 +423,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
         constexpr int Lv = decltype(Lc)::value;
         auto prm = kernels::make_layer_params<T, ExecSpace, Lv>(
             hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
-            v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"), t == 0 && fused_->embedding_layer);
+            v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"), fused_->role(t, hp.T));
         if (radial_mode) prm.radial_mode = *radial_mode;
         if (prm.radial_mode == 3)
           kernels::attach_radial_table<T, ExecSpace, Lv>(prm, v("radial.W1"), v("radial.b1"), v("radial.W2"),
@@ -443,8 +451,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
     //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk);
-    //   BATMOBILE_EMBEDDING_LAYER=0|1 1 (default): layer 0 through the embedding-input kernels (FusedState), 0: the
-    //     general kernels (read above, before the parameters are made).
+    //   BATMOBILE_EMBEDDING_LAYER=0|1, BATMOBILE_SCALAR_OUTPUT_LAYER=0|1 1 (default): layer 0 through the
+    //     embedding-input kernels, the last layer through the scalar-output kernels (FusedState::role), 0: the general
+    //     kernels there (read above, before the parameters are made).
     if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
       for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
     if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))
@@ -549,18 +558,25 @@ int Model<T, ExecSpace>::fused_team_size(int nl) const {
   return S >= 2 ? d_.C * (S / 2) : 0;
 }
 
+// Calls f(std::integral_constant<int, role>) with the role of layer t (FusedState::role).
+template <class T, class ExecSpace>
+template <class Fn>
+void Model<T, ExecSpace>::with_layer_role(int t, Fn f) const {
+  switch (fused_->role(t, d_.T_layers)) {
+    case kernels::kEmbeddingInput: f(std::integral_constant<int, kernels::kEmbeddingInput>()); break;
+    case kernels::kScalarOutput: f(std::integral_constant<int, kernels::kScalarOutput>()); break;
+    default: f(std::integral_constant<int, kernels::kGeneralLayer>()); break;
+  }
+}
+
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph) {
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
-    auto run = [&](auto emb) {
-      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(emb)::value>::forward(
+    with_layer_role(t, [&](auto role) {
+      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(role)::value>::forward(
           g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t],
           fused_team_size(nl));
-    };
-    if (t == 0 && fused_->embedding_layer)
-      run(std::true_type());
-    else
-      run(std::false_type());
+    });
   });
 }
 
@@ -569,15 +585,11 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, int nl, int na, int n_edge
                                                FeatureView dh_in) {
   with_fused_graph(nl, na, n_edges, graph, [&](auto Lc, const auto& g, auto as3) {
     // (layer 0 through the embedding-input kernels leaves dh_in as the node adjoint wrote it: nothing reads it)
-    auto run = [&](auto emb) {
-      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(emb)::value>::backward(
+    with_layer_role(t, [&](auto role) {
+      model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(role)::value>::backward(
           g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
           fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
-    };
-    if (t == 0 && fused_->embedding_layer)
-      run(std::true_type());
-    else
-      run(std::false_type());
+    });
   });
 }
 

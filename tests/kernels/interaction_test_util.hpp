@@ -202,9 +202,10 @@ struct Launch {
   // LayerParams::concurrent_adjoints
   bool send_accumulators = false;
   int concurrent = LayerParams<float, Dev>().concurrent_adjoints;
-  // the embedding-input kernels (InteractionKernel's EMBEDDING_INPUT) with the parameters they take
-  // (make_layer_params' embedding_input): h must hold only l = 0; they leave gh untouched
-  bool embedding_input = false;
+  // the kernels of a layer role (InteractionKernel's ROLE, common.hpp) with the parameters they take (make_layer_params'
+  // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
+  // and gives m, o for l = 0 only (0 elsewhere)
+  int role = kGeneralLayer;
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -212,8 +213,8 @@ struct Launch {
            std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " fwd_blocks " +
            std::to_string(fwd_blocks) + " basis " +
            std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots) + " send_acc " +
-           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " embedding_input " +
-           std::to_string(embedding_input);
+           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
+           std::to_string(role);
   }
 };
 
@@ -225,6 +226,17 @@ struct KernelRun {
   Kokkos::View<double**, Kokkos::LayoutRight, Dev> f_send, vatom_send;  // Launch::send_accumulators: before the sum
 };
 
+// Calls f(std::integral_constant<int, role>) for the roles the model runs (not both bits at once).
+template <class F>
+void with_role(int role, F&& f) {
+  if (role == kEmbeddingInput)
+    f(std::integral_constant<int, kEmbeddingInput>());
+  else if (role == kScalarOutput)
+    f(std::integral_constant<int, kScalarOutput>());
+  else
+    f(std::integral_constant<int, kGeneralLayer>());
+}
+
 template <class T, int L>
 KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
                          const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
@@ -233,7 +245,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   std::vector<T> xt(x.begin(), x.end());
   auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
   auto prm = make_layer_params<T, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq, M.Wk,
-                                          ln.embedding_input);
+                                          ln.role);
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
@@ -257,10 +269,9 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
-  if (ln.embedding_input)
-    interaction_forward<T, Dev, L, true, true>(g, prm, hv, out.m, out.o, work, team_size);
-  else
-    interaction_forward<T, Dev, L, true>(g, prm, hv, out.m, out.o, work, team_size);
+  with_role(ln.role, [&](auto role) {
+    interaction_forward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.m, out.o, work, team_size);
+  });
   out.M = work.M;
   out.Z = work.Z;
   if (backward) {
@@ -273,11 +284,10 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
       work.f_send = decltype(out.f)("f_send", S.n_total, 3);
       work.vatom_send = decltype(out.f)("vatom_send", S.n_total, 6);
     }
-    if (ln.embedding_input)
-      interaction_backward<T, Dev, L, true, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work,
-                                                  team_size);
-    else
-      interaction_backward<T, Dev, L, true>(g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
+    with_role(ln.role, [&](auto role) {
+      interaction_backward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.o, gmv, gov, out.gh, out.f,
+                                                                   out.vatom, work, team_size);
+    });
     if (ln.send_accumulators) {  // keep the parts, then sum them as the model does
       out.f_send = decltype(out.f)("f_send_copy", S.n_total, 3);
       out.vatom_send = decltype(out.f)("vatom_send_copy", S.n_total, 6);
@@ -322,7 +332,8 @@ struct Expected {
   double scale = 0, fscale = 0, gscale = 0;
 };
 
-inline Expected expected(const Model& M, const System& S, std::mt19937& rng) {
+// scalar_output: upstream gradients gm, go with only l = 0 (a last layer's, kScalarOutput).
+inline Expected expected(const Model& M, const System& S, std::mt19937& rng, bool scalar_output = false) {
   const int K = num_sh(M.L), C = M.C;
   std::normal_distribution<double> g(0, 1);
   Expected E;
@@ -330,6 +341,9 @@ inline Expected expected(const Model& M, const System& S, std::mt19937& rng) {
   E.go.resize(E.gm.size());
   for (double& v : E.gm) v = g(rng);
   for (double& v : E.go) v = g(rng);
+  if (scalar_output)
+    for (size_t x = 0; x < E.gm.size(); ++x)
+      if ((x / C) % K != 0) E.gm[x] = E.go[x] = 0;
   E.ref = reference(M, S, S.x, S.h);
   for (double v : E.ref.m) E.scale = std::max(E.scale, std::fabs(v));
   for (double v : E.ref.o) E.scale = std::max(E.scale, std::fabs(v));
@@ -384,10 +398,18 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
   auto md = to_host(kd.m), od = to_host(kd.o);
   auto mf = to_host(kf.m), of = to_host(kf.o);
   ASSERT_GT(scale, 1e-3);
+  const bool scalar_out = team_size.role & kScalarOutput;  // m, o for l = 0 only, exactly 0 elsewhere
   for (int i = 0; i < S.n_recv; ++i)
     for (int k = 0; k < K; ++k)
       for (int c = 0; c < C; ++c) {
         const size_t idx = (size_t(i) * K + k) * C + c;
+        if (scalar_out && k > 0) {
+          ASSERT_EQ(md(i, k, c), 0.0);
+          ASSERT_EQ(od(i, k, c), 0.0);
+          ASSERT_EQ(mf(i, k, c), 0.0f);
+          ASSERT_EQ(of(i, k, c), 0.0f);
+          continue;
+        }
         ASSERT_NEAR(md(i, k, c), ref.m[idx], 1e-12 * scale) << i << " " << k << " " << c;
         ASSERT_NEAR(od(i, k, c), ref.o[idx], 1e-12 * scale) << i << " " << k << " " << c;
         ASSERT_NEAR(mf(i, k, c), ref.m[idx], 2e-5 * scale);
@@ -418,7 +440,7 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
   // it was (zero here)
   auto ghd = to_host(kd.gh);
   auto ghf = to_host(kf.gh);
-  if (team_size.embedding_input) {
+  if (team_size.role & kEmbeddingInput) {
     EXPECT_EQ(max_abs(ghd), 0.0);
     EXPECT_EQ(max_abs(ghf), 0.0);
     return;

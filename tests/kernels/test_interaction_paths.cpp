@@ -228,67 +228,93 @@ TEST(Interaction, TensorCoreRadial) {
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
 
-// The first layer's kernels (EMBEDDING_INPUT: the input is the species embedding, only l = 0): tensor products over
-// the paths (0, l, l) with those paths' radial rows only, adjoints without dE/dh, dE/dq, dE/dk. On features with only
-// l = 0: vs the reference and finite differences (check_against: m, o, forces on every atom, virial; gh untouched),
-// and vs the general kernels on the same input to rounding (m, o, M, Z, forces, per-atom virial). L = 1, 2, 3; one
-// thread per team and, given 32 OpenMP threads (CTest), teams of C and 4 C; radial modes 0, 1 and 2 (tensor cores
-// on CUDA, H = 16), the adjoints with and without their register cap (CUDA: 4 and 3 blocks per SM). Premise: with an l = 1 feature the two kernels differ (the paths left out matter there).
+// The kernels of the model's first and last layers (layer roles, common.hpp). kEmbeddingInput: the input is the
+// species embedding (only l = 0): tensor products over the paths (0, l, l), adjoints without dE/dh, dE/dq, dE/dk.
+// kScalarOutput: only the l = 0 outputs are used: the paths (l, l, 0), m and o exactly 0 for l >= 1. On input that
+// fits the role (features with only l = 0, resp. upstream gradients with only l = 0): vs the reference and finite
+// differences (check_against: m, o, forces on every atom, virial; gh untouched, resp. vs finite differences), and vs
+// the general kernels on the same input to rounding (the role's outputs, M, Z, forces, per-atom virial, gh). L = 1,
+// 2, 3; one thread per team and, given 32 OpenMP threads (CTest), teams of C and 4 C; radial modes 0, 1 and 2
+// (tensor cores on CUDA, H = 16), the adjoints with and without their register cap. Premises: input outside the role
+// (an l = 1 feature, resp. an l = 1 upstream gradient) changes the general kernels' result, not the role's.
 template <class T, int L>
 void expect_same_layer(const Model& M, const System& S, const Expected& E, Launch ln, double tol) {
-  Launch gen = ln, emb = ln;
-  gen.embedding_input = false;
-  emb.embedding_input = true;
-  SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + emb.str());
+  Launch gen = ln;
+  gen.role = kGeneralLayer;
+  SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + ln.str());
   const auto a = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, gen);
-  const auto b = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, emb);
+  const auto b = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
   auto expect_close = [&](const auto& x, const auto& y, const char* what) {
     const auto d = max_diff(x, y);
     EXPECT_GT(d.second, 0.0) << what;
     EXPECT_LE(d.first, tol * std::max(1.0, d.second)) << what;
   };
-  expect_close(a.m, b.m, "m");
-  expect_close(a.o, b.o, "o");
+  // m, o: all components, or those of l = 0 for a scalar output (the general kernels fill the others)
+  auto expect_close_outputs = [&](const auto& x, const auto& y, const char* what) {
+    if (!(ln.role & kScalarOutput)) return expect_close(x, y, what);
+    const auto hx = to_host(x), hy = to_host(y);
+    double d = 0, s = 0;
+    for (size_t i = 0; i < hx.extent(0); ++i)
+      for (size_t c = 0; c < hx.extent(2); ++c) {
+        d = std::max(d, std::fabs(double(hx(i, 0, c)) - double(hy(i, 0, c))));
+        s = std::max(s, std::fabs(double(hx(i, 0, c))));
+      }
+    EXPECT_GT(s, 0.0) << what;
+    EXPECT_LE(d, tol * std::max(1.0, s)) << what;
+  };
+  expect_close_outputs(a.m, b.m, "m");
+  expect_close_outputs(a.o, b.o, "o");
   expect_close(a.M, b.M, "M");
   expect_close(a.Z, b.Z, "Z");
   expect_close(a.f, b.f, "f");
   expect_close(a.vatom, b.vatom, "vatom");
+  if (!(ln.role & kEmbeddingInput)) expect_close(a.gh, b.gh, "gh");
 }
 
 template <int L>
-void check_embedding_layer(unsigned seed, const std::vector<Launch>& launches) {
+void check_layer_role(int role, unsigned seed, const std::vector<Launch>& launches) {
+  SCOPED_TRACE("role " + std::to_string(role) + " L " + std::to_string(L));
   std::mt19937 rng(seed);
   const Model M = make_model(L, rng, 3, 16);
   const System S0 = make_system(L, M.C, rng, 5, 12, 4.0);
-  const System S = embedding_features(S0, L, M.C);
-  const Expected E = expected(M, S, rng);
+  const bool emb = role & kEmbeddingInput, scalar_out = role & kScalarOutput;
+  const System S = emb ? embedding_features(S0, L, M.C) : S0;
+  const Expected E = expected(M, S, rng, scalar_out);
   for (Launch ln : launches) {
-    ln.embedding_input = true;
+    ln.role = role;
     check_against<L>(M, S, E, ln);
     expect_same_layer<double, L>(M, S, E, ln, 1e-12);
     expect_same_layer<float, L>(M, S, E, ln, 2e-5);
   }
-  // premise: an l = 1 feature changes the general kernels' result but not the embedding-input kernels'
+  // premise: input outside the role changes the general kernels' result but not the role's
   System S1 = S;
-  for (int c = 0; c < M.C; ++c) S1.h[(size_t(S.n_recv) * num_sh(L) + 1) * M.C + c] = 0.5;  // a sender's l = 1
-  Launch gen = launches.front(), emb = launches.front();
-  emb.embedding_input = true;
-  const auto g0 = run_kernels<double, L>(M, S, S.x, S.h, E.gm, E.go, false, gen);
-  const auto g1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E.gm, E.go, false, gen);
-  const auto e1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E.gm, E.go, false, emb);
-  EXPECT_GT(max_diff(g0.m, g1.m).first, 1e-6);
-  const auto same = max_diff(e1.m, g0.m);
-  EXPECT_LE(same.first, 1e-12 * std::max(1.0, same.second));
+  Expected E1 = E;
+  const size_t l1 = (size_t(S.n_recv) * num_sh(L) + 1) * M.C;  // an l = 1 component of a (ghost) sender, resp. receiver 0
+  for (int c = 0; c < M.C; ++c) {
+    if (emb) S1.h[l1 + c] = 0.5;
+    if (scalar_out) E1.gm[num_sh(L) > 1 ? M.C + c : c] = 0.5;
+  }
+  Launch gen = launches.front(), mine = launches.front();
+  mine.role = role;
+  const auto g0 = run_kernels<double, L>(M, S, S.x, S.h, E.gm, E.go, true, gen);
+  const auto g1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E1.gm, E1.go, true, gen);
+  const auto r0 = run_kernels<double, L>(M, S, S.x, S.h, E.gm, E.go, true, mine);
+  const auto r1 = run_kernels<double, L>(M, S1, S1.x, S1.h, E1.gm, E1.go, true, mine);
+  EXPECT_GT(emb ? max_diff(g0.m, g1.m).first : max_diff(g0.f, g1.f).first, 1e-6);
+  EXPECT_EQ(max_diff(r0.m, r1.m).first, 0.0);
+  EXPECT_EQ(max_diff(r0.f, r1.f).first, 0.0);
 }
 
-TEST(Interaction, EmbeddingInputLayer) {
+TEST(Interaction, LayerRoles) {
   const int C = 8, tmax = team_size_max();
   std::vector<Launch> launches = {{1, 0, 0}, {1, 1, 0}};
   if (tmax >= 4 * C)  // (otherwise one thread per team only; CTest runs it with 32 threads as well)
     for (Launch ln : {Launch{C, 0, 0}, Launch{4 * C, 1, 0}, Launch{4 * C, 2, 0}, Launch{4 * C, 2, 0, 0},
                       Launch{4 * C, 1, 2}})
       launches.push_back(ln);
-  check_embedding_layer<1>(301, launches);
-  check_embedding_layer<2>(302, launches);
-  check_embedding_layer<3>(303, launches);
+  for (int role : {kEmbeddingInput, kScalarOutput}) {
+    check_layer_role<1>(role, 301 + role, launches);
+    check_layer_role<2>(role, 302 + role, launches);
+    check_layer_role<3>(role, 303 + role, launches);
+  }
 }

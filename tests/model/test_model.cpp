@@ -417,17 +417,21 @@ TEST(ModelEnv, FusedKernelSwitches) {
   expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}, {"BATMOBILE_CONST_SLOTS", "1"}});
 }
 
-// Layer 0 through the general kernels (BATMOBILE_EMBEDDING_LAYER=0) instead of the embedding-input kernels (default:
-// the paths (0, l, l) only, no dE/dh): the same energy, forces and per-atom virials to rounding, float and double;
-// bad values are errors. (The default path is the one every reference test checks.)
-TEST(ModelEnv, EmbeddingLayerSwitch) {
+// Layer 0 and the last layer through the general kernels (BATMOBILE_EMBEDDING_LAYER=0, BATMOBILE_SCALAR_OUTPUT_LAYER=0)
+// instead of the kernels of their layer roles (default: the paths (0, l, l), no dE/dh; the paths (l, l, 0)): the same
+// energy, forces, per-atom energies and virials to rounding, float and double; bad values are errors. (The default
+// path is the one every reference test checks.)
+TEST(ModelEnv, LayerRoleSwitches) {
   Reference r = read_reference("periodic");
-  for (const char* bad : {"2", "-1", "on"}) {
-    setenv("BATMOBILE_EMBEDDING_LAYER", bad, 1);
-    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  for (const char* var : {"BATMOBILE_EMBEDDING_LAYER", "BATMOBILE_SCALAR_OUTPUT_LAYER"}) {
+    for (const char* bad : {"2", "-1", "on"}) {
+      setenv(var, bad, 1);
+      EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << var << "=" << bad;
+    }
+    unsetenv(var);
+    expect_env_close<float>(r, var, "0", 1e-5, 1e-5);
+    expect_env_close<double>(r, var, "0", 1e-12, 1e-12);
   }
-  expect_env_close<float>(r, "BATMOBILE_EMBEDDING_LAYER", "0", 1e-5, 1e-5);
-  expect_env_close<double>(r, "BATMOBILE_EMBEDDING_LAYER", "0", 1e-12, 1e-12);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
