@@ -45,6 +45,7 @@ class IndexMapGhostExchange : public GhostExchange<T, ExecSpace> {
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 struct Graph {
   int n_local = 0, n_all = 0;
+  int n_edges = -1;  // recv_offsets(n_local) if the caller knows it on the host (-1: the model reads it, a device wait)
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions, n_all
   Kokkos::View<int*, ExecSpace> species;                        // n_all, -1 = not a model atom
   Kokkos::View<int*, ExecSpace> recv_offsets;                   // n_local + 1
@@ -53,6 +54,9 @@ struct Graph {
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 struct Results {
+  // What the caller needs this step (LAMMPS: eflag_global, vflag_global). Their reductions run either way, into
+  // device memory; only a wanted one makes the host wait for its value. Not wanted: left 0.
+  bool want_energy = true, want_virial = true;
   double energy = 0;
   double virial[6] = {0, 0, 0, 0, 0, 0};                      // xx yy zz xy xz yz
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> f;  // n_all (overwritten)
@@ -124,6 +128,8 @@ class Model {
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
   Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_, send_fill_;
+  // device results of the energy (element 0) and virial (1..6) reductions, copied to the host when wanted
+  Kokkos::View<double[7], ExecSpace> sums_;
   std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> rcache_;  // per layer (n_edges, 2PC), reference backend
 };
 

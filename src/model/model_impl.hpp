@@ -599,8 +599,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   using namespace model_detail;
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = graph.n_local, na = graph.n_all;
-  int n_edges = 0;
-  if (nl > 0) {  // one value: the edge count is the last receiver offset
+  int n_edges = graph.n_edges >= 0 ? graph.n_edges : 0;
+  if (nl > 0 && graph.n_edges < 0) {  // one value: the edge count is the last receiver offset
     auto last = Kokkos::subview(graph.recv_offsets, nl);
     auto h_last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), last);
     n_edges = h_last();
@@ -833,7 +833,22 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto hT = h_[md.T_layers];
   auto dh = dh_;          // adjoint w.r.t. the output of the current layer
   auto dhin = dh_prev_;  // adjoint w.r.t. its input; the two swap roles after each layer
-  double energy = 0;
+  if (sums_.data() == nullptr) sums_ = decltype(sums_)("bm_sums");
+  // reductions into device memory: the host waits for them only where out.want_energy / want_virial ask (LAMMPS
+  // needs energy and virial on thermo steps only)
+  const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> energy_d(sums_.data());
+  const Kokkos::View<model_detail::V6, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> virial_d(
+      reinterpret_cast<model_detail::V6*>(sums_.data() + 1));
+  auto fetch = [&](bool energy, bool virial) {
+    if (!energy && !virial) return;
+    double h[7];
+    Kokkos::deep_copy(Kokkos::View<double[7], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h), sums_);
+    if (energy) out.energy = h[0];
+    if (virial)
+      for (int a = 0; a < 6; ++a) out.virial[a] = h[1 + a];
+  };
+  out.energy = 0;
+  for (int a = 0; a < 6; ++a) out.virial[a] = 0;
   const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
   auto eatom = out.eatom;
   Kokkos::deep_copy(dh, T(0));
@@ -871,8 +886,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           esum += Ei;
         }
       },
-      energy);
-  out.energy = energy;
+      energy_d);
+  fetch(out.want_energy, false);
 
   // ------------------------------------------------------------------ adjoint, layer by layer
   auto egrad = edge_grad_;
@@ -1103,7 +1118,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto fv = fused_->vatom, fvs = fused_->vatom_send;
     auto vatom = out.vatom;
     const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
-    model_detail::V6 vir;
     Kokkos::parallel_reduce(
         "bm_fused_out", Policy(0, na),
         KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
@@ -1114,9 +1128,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             if (want_vatom) vatom(n, a) = v;
           }
         },
-        vir);
-    for (int a = 0; a < 6; ++a) out.virial[a] = vir.v[a];
-    Kokkos::fence();
+        virial_d);
+    // (no fence: the caller's kernels run after these on the same instance, and a host copy of f waits for them)
+    fetch(false, out.want_virial);
     return;
   }
   Kokkos::parallel_for(
@@ -1130,7 +1144,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         for (int a = 0; a < 3; ++a) f(n, a) = F[a];
       });
   // symmetrised edge tally -(r (x) g + g (x) r) / 2, g = dE/dr, in LAMMPS order xx yy zz xy xz yz
-  model_detail::V6 vir;
   Kokkos::parallel_reduce(
       "bm_virial", Policy(0, n_edges),
       KOKKOS_LAMBDA(int e, model_detail::V6& acc) {
@@ -1144,8 +1157,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         acc.v[4] -= 0.5 * (r[0] * egrad(e, 2) + r[2] * egrad(e, 0));
         acc.v[5] -= 0.5 * (r[1] * egrad(e, 2) + r[2] * egrad(e, 1));
       },
-      vir);
-  for (int a = 0; a < 6; ++a) out.virial[a] = vir.v[a];
+      virial_d);
+  fetch(false, out.want_virial);
   auto vatom = out.vatom;
   if (vatom.extent(0) >= static_cast<size_t>(na) && na > 0) {
     Kokkos::parallel_for(

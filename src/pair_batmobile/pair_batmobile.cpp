@@ -329,8 +329,10 @@ void PairBatmobile::compute(int eflag, int vflag)
   }
   g.n_local = nlocal;
   g.n_all = nall;
+  g.n_edges = n_edges;  // (known here: the model need not read it back)
 
-  batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile");
+  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
+                            error, "batmobile");
   auto &res = I.results;
 
   for (int n = 0; n < nall; ++n)

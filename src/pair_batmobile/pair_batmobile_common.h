@@ -37,10 +37,13 @@ bool reserve_atoms(ImplT &I, int nlocal, int nall)
 // "pair_style <style_name>: <what>". ImplT is the style's implementation struct (model_d/model_f,
 // exchange_d/exchange_f, graph, results).
 template <class ImplT>
-void run_model(ImplT &I, bool single_precision, int eflag_atom, int vflag_atom, int nlocal, int nall,
-               Error *error, const char *style_name)
+void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_global, int eflag_atom, int vflag_atom,
+               int nlocal, int nall, Error *error, const char *style_name)
 {
   auto &res = I.results;
+  // the model waits for its energy / virial sums only on the steps that need them (thermo, virial-using fixes)
+  res.want_energy = eflag_global != 0;
+  res.want_virial = vflag_global != 0;
   if (eflag_atom) {
     if (res.eatom.extent(0) < static_cast<size_t>(nlocal))
       res.eatom = decltype(res.eatom)("bm_eatom", grow_capacity(nlocal));

@@ -334,10 +334,12 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
       });
   g.n_local = nlocal;
   g.n_all = nall;
+  g.n_edges = n_edges;  // (known here: the model need not read it back)
 
   select_exchange(nlocal, nall);
   I.counts = batmobile_kk::ExchangeCounts();
-  batmobile_pair::run_model(I, single_precision, eflag_atom, vflag_atom, nlocal, nall, error, "batmobile/kk");
+  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
+                            error, "batmobile/kk");
   const auto &c = I.counts;
   const int counts[7] = {c.swap_forward, c.swap_reverse, c.lammps_forward, c.lammps_reverse, c.self_swaps,
                          c.mpi_direct,   c.mpi_staged};

@@ -48,13 +48,17 @@ struct Evaluation {
   std::vector<double> eatom, forces, vatom;  // owners only (ghost contributions folded)
 };
 
+// want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges).
 template <class T>
 static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
-                           const std::vector<double>& cell, const bool* pbc) {
+                           const std::vector<double>& cell, const bool* pbc, bool want = true,
+                           bool edges_known = false) {
   HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
   Graph<Exec> g = upload_graph<Exec>(hg);
+  if (edges_known) g.n_edges = int(hg.senders.size());
   IndexMapGhostExchange<T, Exec> exchange(hg.n_local, hg.ghost_owner);
   Results<Exec> res;
+  res.want_energy = res.want_virial = want;
   res.f = decltype(res.f)("f", hg.n_all);
   res.eatom = decltype(res.eatom)("eatom", hg.n_local);
   res.vatom = decltype(res.vatom)("vatom", hg.n_all);
@@ -299,6 +303,41 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
 }
 
 // The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
+// Energy and virial on demand (Results::want_energy / want_virial, LAMMPS's eflag_global / vflag_global): a step that
+// does not want them leaves them 0 and gives the same forces, per-atom energies and virials bit for bit; the next step
+// that wants them gets this step's values, not stale ones. The edge count passed in (Graph::n_edges) changes nothing.
+// Both backends, float and double.
+TEST(ModelResults, EnergyVirialOnDemand) {
+  Reference r = read_reference("periodic");
+  auto check = [&](auto zero, EdgeBackend backend) {
+    using T = decltype(zero);
+    SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
+                 (backend == EdgeBackend::Fused ? " fused" : " reference"));
+    Model<T, Exec> m(load(), backend);
+    const Evaluation full = evaluate(m, r.pos, r.species, r.cell, r.pbc);
+    ASSERT_NE(full.energy, 0.0);
+    // a displaced configuration without energy and virial, then the original one again with them
+    std::vector<double> moved = r.pos;
+    moved[0] += 0.05;
+    const Evaluation quiet = evaluate(m, moved, r.species, r.cell, r.pbc, false, true);
+    EXPECT_EQ(quiet.energy, 0.0);
+    for (int a = 0; a < 6; ++a) EXPECT_EQ(quiet.virial[a], 0.0);
+    const Evaluation moved_full = evaluate(m, moved, r.species, r.cell, r.pbc, true, true);
+    EXPECT_NE(moved_full.energy, full.energy);
+    EXPECT_EQ(rel_err(quiet.forces, moved_full.forces), 0.0);
+    EXPECT_EQ(rel_err(quiet.eatom, moved_full.eatom), 0.0);
+    EXPECT_EQ(rel_err(quiet.vatom, moved_full.vatom), 0.0);
+    const Evaluation again = evaluate(m, r.pos, r.species, r.cell, r.pbc, true, true);
+    EXPECT_EQ(again.energy, full.energy);
+    for (int a = 0; a < 6; ++a) EXPECT_EQ(again.virial[a], full.virial[a]);
+    EXPECT_EQ(rel_err(again.forces, full.forces), 0.0);
+  };
+  for (EdgeBackend b : {EdgeBackend::Fused, EdgeBackend::Reference}) {
+    check(0.0f, b);
+    check(0.0, b);
+  }
+}
+
 TEST(ModelRadialCache, SameResultWithoutCache) {
   Reference r = read_reference("periodic");
   Model<double, Exec> model(load(), EdgeBackend::Reference);
