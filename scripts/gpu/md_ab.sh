@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call on any GPU kind (one GPU is enough; repo root, .carry/ carried): builds LAMMPS + KOKKOS(CUDA) with
+# Batmobile (scripts/build_lammps.sh, ~380 s on 16 cores), then, on GPU 0 with nothing else running,
+#   1. the same-call MD A/B runs listed in BATMOBILE_MD_AB ("VAR=VALUE[+VAR=VALUE]:name ...", ':name' required;
+#      each runs 648 atoms x 1,000 steps and 10,368 x 100, fp32 kernels, no reference; 40 s limit each),
+#   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
+#      reference, 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES as there) with the time left before
+#      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
+# Prints each A/B run's md_raw.txt line (atoms, exit code, steps/s, MB, ..., precision) and the benchmark's, and packs
+# OUTDIR into OUTDIR.tgz (the device tool brings back a limited number of files). Session 12 took its role A/B and
+# md_h200.json this way (the 2-GPU kind was not lent then).
+#   BATMOBILE_MD_AB="BATMOBILE_EMBEDDING_LAYER=0+BATMOBILE_SCALAR_OUTPUT_LAYER=0:general X=1:default" \
+#     scripts/gpu/md_ab.sh OUTDIR
+set -uo pipefail
+OUT=$(mkdir -p "${1:?usage: md_ab.sh OUTDIR}" && cd "$1" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+T0=$(date +%s); DEADLINE=${BATMOBILE_MD_AB_DEADLINE_S:-575}
+say() { echo "[md_ab +$(( $(date +%s) - T0 ))s] $*"; }
+pack_out() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"; }
+scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is .carry/ carried?)"; exit 1; }
+LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
+source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; pack_out; exit 1; }
+say "LAMMPS built"
+export CUDA_VISIBLE_DEVICES=0
+for ab in ${BATMOBILE_MD_AB:-}; do
+  name=${ab#*:}
+  [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
+  IFS=+ read -r -a vars <<<"${ab%%:*}"
+  env "${vars[@]}" BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
+    timeout 40 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/$name" > "$OUT/$name.log" 2>&1
+  say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$OUT/$name/md_raw.txt" 2>/dev/null)"
+done
+LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
+if [ "$LEFT" -gt 30 ]; then
+  say "MD benchmark (at most ${LEFT}s)"
+  BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$LEFT" \
+    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
+  cat "$OUT/md/md_raw.txt" 2>/dev/null
+else
+  say "no time left for the MD benchmark"
+fi
+pack_out
+say "done"
