@@ -136,6 +136,12 @@ def main(outdir):
     pos, cell, pbc, species = configurations()["periodic"]
     write_ref(os.path.join(outdir, "ref_t3_periodic.txt"), pos, cell, pbc, species,
               reference(model3, pos, cell, pbc, species))
+    # one layer: it is both the first and the last layer (the fused model runs it as an embedding-input layer)
+    model1 = make_model(T=1, seed=2468)
+    export_contract(model1, os.path.join(outdir, "model_t1_double.pt"))
+    pos, cell, pbc, species = configurations()["periodic"]
+    write_ref(os.path.join(outdir, "ref_t1_periodic.txt"), pos, cell, pbc, species,
+              reference(model1, pos, cell, pbc, species))
     pos, cell, pbc, species = leaver_configuration(model)
     write_ref(os.path.join(outdir, "ref_leaver.txt"), pos, cell, pbc, species, reference(model, pos, cell, pbc, species))
     python_package_fixtures(model, outdir)

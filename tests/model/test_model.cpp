@@ -128,6 +128,11 @@ TEST_P(ModelReference, ThreeLayersPeriodic) {
   compare_with_reference<double>("t3_periodic", 1e-9, GetParam(), "model_t3_double.pt");
   compare_with_reference<float>("t3_periodic", 1e-4, GetParam(), "model_t3_double.pt");
 }
+// one layer: the first layer is also the last (the fused backend runs it through the embedding-input kernels)
+TEST_P(ModelReference, OneLayerPeriodic) {
+  compare_with_reference<double>("t1_periodic", 1e-9, GetParam(), "model_t1_double.pt");
+  compare_with_reference<float>("t1_periodic", 1e-4, GetParam(), "model_t1_double.pt");
+}
 // The model exported by the Python package (batmobile.export) and its fixture tool (python -m batmobile.fixtures).
 TEST_P(ModelReference, PythonPackageFixturesDouble) {
   for (const char* c : {"py_water", "py_distorted", "py_isolated", "py_cutoff"})
