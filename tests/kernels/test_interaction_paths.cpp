@@ -272,10 +272,10 @@ void expect_same_layer(const Model& M, const System& S, const Expected& E, Launc
 }
 
 template <int L>
-void check_layer_role(int role, unsigned seed, const std::vector<Launch>& launches) {
-  SCOPED_TRACE("role " + std::to_string(role) + " L " + std::to_string(L));
+void check_layer_role(int role, unsigned seed, const std::vector<Launch>& launches, int dk = 3) {
+  SCOPED_TRACE("role " + std::to_string(role) + " L " + std::to_string(L) + " dk " + std::to_string(dk));
   std::mt19937 rng(seed);
-  const Model M = make_model(L, rng, 3, 16);
+  const Model M = make_model(L, rng, dk, 16);
   const System S0 = make_system(L, M.C, rng, 5, 12, 4.0);
   const bool emb = role & kEmbeddingInput, scalar_out = role & kScalarOutput;
   const System S = emb ? embedding_features(S0, L, M.C) : S0;
@@ -316,5 +316,7 @@ TEST(Interaction, LayerRoles) {
     check_layer_role<1>(role, 301 + role, launches);
     check_layer_role<2>(role, 302 + role, launches);
     check_layer_role<3>(role, 303 + role, launches);
+    // key width above kSmallDk: the adjoints with DKM = kMaxDk
+    check_layer_role<2>(role, 305 + role, {launches.front(), launches.back()}, 12);
   }
 }
