@@ -276,50 +276,57 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
     const bool with_uncapped = cap_env && std::string(cap_env) == "0";
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
+    // Times one layer's attention ops with parameters p and the kernels of layer role R (kGeneralLayer or the first /
+    // last layers' roles): forward + adjoint, and with forward_too the forward alone; rows attention_fwd_bwd<suffix>,
+    // attention_fwd<suffix>, with the launch the drivers chose.
+    auto time_layer = [&](auto role_c, const LayerParams<float, Dev>& p, const std::string& suffix, bool forward_too) {
+      constexpr int R = decltype(role_c)::value;
+      const auto ln = interaction_launch<float, Dev, L, true, R>(p, ts);
+      const std::string extra = ", \"radial_mode\": " + std::to_string(p.radial_mode) + ", \"team_fwd\": " +
+                                std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
+                                ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
+                                ", \"team_adj\": " + std::to_string(ln.team_adj) +
+                                ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
+                                ", \"basis_fwd\": " + std::to_string(ln.basis_fwd) +
+                                ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
+                                ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
+                                ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
+                                ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
+                                ", \"table\": " + (ln.table_fwd && ln.table_adj ? "true" : "false") +
+                                ", \"shared_carveout\": " + std::to_string(p.shared_carveout) +
+                                ", \"const_slots\": " + std::to_string(p.const_slot_launch) +
+                                ", \"concurrent_adj\": " + std::to_string(p.concurrent_adjoints);
+      double ms = median_ms(
+          [&] {
+            interaction_forward<float, Dev, L, true, R>(g, p, h, m, o, work, ts);
+            Kokkos::deep_copy(gh, 0.0f);
+            Kokkos::deep_copy(f, 0.0);
+            Kokkos::deep_copy(vatom, 0.0);
+            Kokkos::deep_copy(work.f_send, 0.0);
+            Kokkos::deep_copy(work.vatom_send, 0.0);
+            interaction_backward<float, Dev, L, true, R>(g, p, h, o, gm, go, gh, f, vatom, work, ts);
+          },
+          warmup, reps);
+      write_result(out, {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                   extra);
+      if (!forward_too) return;
+      ms = median_ms([&] { interaction_forward<float, Dev, L, true, R>(g, p, h, m, o, work, ts); }, warmup, reps);
+      write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
+                   extra);
+    };
     for (int mode : radial_modes)
       for (int cap : {default_cap, 0}) {
         if (cap == 0 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
         prm.radial_mode = mode;
         prm.radial_chunk = radial_chunk;
         prm.adjoint_min_blocks = cap;
-        const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
         const std::string suffix = std::string(mode == 1   ? "_radial_gemm"
                                                : mode == 2 ? "_radial_mma"
                                                : mode == 3 ? "_radial_table"
                                                            : "") +
-                                   (cap != default_cap ? "_uncapped" : ""),
-                          extra = ", \"radial_mode\": " + std::to_string(mode) + ", \"team_fwd\": " +
-                                  std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
-                                  ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
-                                  ", \"team_adj\": " + std::to_string(ln.team_adj) +
-                                  ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
-                                  ", \"basis_fwd\": " + std::to_string(ln.basis_fwd) +
-                                  ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
-                                  ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
-                                  ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
-                                  ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
-                                  ", \"table\": " + (ln.table_fwd && ln.table_adj ? "true" : "false") +
-                                  ", \"shared_carveout\": " + std::to_string(prm.shared_carveout) +
-                                  ", \"const_slots\": " + std::to_string(prm.const_slot_launch) +
-                                  ", \"concurrent_adj\": " + std::to_string(prm.concurrent_adjoints);
-        double ms = median_ms(
-            [&] {
-              interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts);
-              Kokkos::deep_copy(gh, 0.0f);
-              Kokkos::deep_copy(f, 0.0);
-              Kokkos::deep_copy(vatom, 0.0);
-              Kokkos::deep_copy(work.f_send, 0.0);
-              Kokkos::deep_copy(work.vatom_send, 0.0);
-              interaction_backward<float, Dev, L, true>(g, prm, h, o, gm, go, gh, f, vatom, work, ts);
-            },
-            warmup, reps);
-        write_result(out,
-                     {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                     extra);
-        if (cap != default_cap) continue;  // the forward does not change
-        ms = median_ms([&] { interaction_forward<float, Dev, L, true>(g, prm, h, m, o, work, ts); }, warmup, reps);
-        write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                     extra);
+                                   (cap != default_cap ? "_uncapped" : "");
+        // (the uncapped rows time the forward + adjoint only: the forward does not change)
+        time_layer(std::integral_constant<int, kGeneralLayer>(), prm, suffix, cap == default_cap);
       }
     // The first and last layers' kernels (layer roles: embedding input, the paths (0, l, l), no dE/dh; scalar output,
     // the paths (l, l, 0)), as MD runs them, with the default radial mode, the same radial MLP and the A/B settings
@@ -333,37 +340,10 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
       pe.const_slot_launch = prm.const_slot_launch;
       pe.concurrent_adjoints = prm.concurrent_adjoints;
       pe.radial_chunk = radial_chunk;
-      const std::string name = role == kEmbeddingInput ? "_embedding_input" : "_scalar_output";
-      auto run = [&](auto rc_) {
-        constexpr int R = decltype(rc_)::value;
-        const auto le = interaction_launch<float, Dev, L, true, R>(pe, ts);
-        const std::string extra_e = ", \"radial_mode\": " + std::to_string(pe.radial_mode) + ", \"team_fwd\": " +
-                                    std::to_string(le.team_fwd) + ", \"chunk_fwd\": " + std::to_string(le.chunk_fwd) +
-                                    ", \"tc_fwd\": " + (le.tc_fwd ? "true" : "false") + ", \"team_adj\": " +
-                                    std::to_string(le.team_adj) + ", \"chunk_adj\": " +
-                                    std::to_string(le.chunk_adj) + ", \"tc_adj\": " + (le.tc_adj ? "true" : "false");
-        double ms = median_ms(
-            [&] {
-              interaction_forward<float, Dev, L, true, R>(g, pe, h, m, o, work, ts);
-              Kokkos::deep_copy(gh, 0.0f);
-              Kokkos::deep_copy(f, 0.0);
-              Kokkos::deep_copy(vatom, 0.0);
-              Kokkos::deep_copy(work.f_send, 0.0);
-              Kokkos::deep_copy(work.vatom_send, 0.0);
-              interaction_backward<float, Dev, L, true, R>(g, pe, h, o, gm, go, gh, f, vatom, work, ts);
-            },
-            warmup, reps);
-        write_result(out,
-                     {"attention_fwd_bwd" + name, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                     extra_e);
-        ms = median_ms([&] { interaction_forward<float, Dev, L, true, R>(g, pe, h, m, o, work, ts); }, warmup, reps);
-        write_result(out, {"attention_fwd" + name, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
-                     extra_e);
-      };
       if (role == kEmbeddingInput)
-        run(std::integral_constant<int, kEmbeddingInput>());
+        time_layer(std::integral_constant<int, kEmbeddingInput>(), pe, "_embedding_input", true);
       else
-        run(std::integral_constant<int, kScalarOutput>());
+        time_layer(std::integral_constant<int, kScalarOutput>(), pe, "_scalar_output", true);
     }
   }
 }

@@ -313,7 +313,7 @@ struct InteractionKernel {
   static constexpr int K = num_sh(L);
   static constexpr int role = ROLE;
   // the tensor-product paths of the role (all natural ones for a general layer)
-  using Paths = std::conditional_t<ROLE == kGeneralLayer, AllowedPaths<L, false>, LayerPaths<L, ROLE>>;
+  using Paths = LayerPaths<L, ROLE>;
   static constexpr int P = Paths::count;
   // feature components the layer reads from h (all, or l = 0 for an embedding input) and writes to m, o (all, or
   // l = 0 for a scalar output: gm, go are read there only)

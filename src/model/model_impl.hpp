@@ -412,9 +412,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
         env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3");
     const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
                                   "a number of intervals 16..65536");
-    if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
-      fused_->embedding_layer = *el == 1;
-    if (const auto so = env_switch("BATMOBILE_SCALAR_OUTPUT_LAYER", [](int v) { return v == 0 || v == 1; }, "0 or 1"))
+    const auto zero_or_one = [](int v) { return v == 0 || v == 1; };
+    if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", zero_or_one, "0 or 1")) fused_->embedding_layer = *el == 1;
+    if (const auto so = env_switch("BATMOBILE_SCALAR_OUTPUT_LAYER", zero_or_one, "0 or 1"))
       fused_->scalar_output_layer = *so == 1;
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
@@ -461,7 +461,6 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
                                    "an integer percentage 0..100"))
       for (auto& prm : fused_->params) prm.shared_carveout = *co;
-    const auto zero_or_one = [](int v) { return v == 0 || v == 1; };
     if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
     if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
@@ -839,12 +838,13 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> energy_d(sums_.data());
   const Kokkos::View<model_detail::V6, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> virial_d(
       reinterpret_cast<model_detail::V6*>(sums_.data() + 1));
-  auto fetch = [&](bool energy, bool virial) {
-    if (!energy && !virial) return;
+  // the wanted sums to the host, one copy for both (at the end: the virial's reduction runs last)
+  auto fetch_wanted = [&] {
+    if (!out.want_energy && !out.want_virial) return;
     double h[7];
     Kokkos::deep_copy(Kokkos::View<double[7], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h), sums_);
-    if (energy) out.energy = h[0];
-    if (virial)
+    if (out.want_energy) out.energy = h[0];
+    if (out.want_virial)
       for (int a = 0; a < 6; ++a) out.virial[a] = h[1 + a];
   };
   out.energy = 0;
@@ -887,7 +887,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         }
       },
       energy_d);
-  fetch(out.want_energy, false);
 
   // ------------------------------------------------------------------ adjoint, layer by layer
   auto egrad = edge_grad_;
@@ -1130,7 +1129,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         },
         virial_d);
     // (no fence: the caller's kernels run after these on the same instance, and a host copy of f waits for them)
-    fetch(false, out.want_virial);
+    fetch_wanted();
     return;
   }
   Kokkos::parallel_for(
@@ -1158,7 +1157,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         acc.v[5] -= 0.5 * (r[1] * egrad(e, 2) + r[2] * egrad(e, 1));
       },
       virial_d);
-  fetch(false, out.want_virial);
+  fetch_wanted();
   auto vatom = out.vatom;
   if (vatom.extent(0) >= static_cast<size_t>(na) && na > 0) {
     Kokkos::parallel_for(
