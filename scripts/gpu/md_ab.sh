@@ -6,6 +6,9 @@
 #   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
 #      reference, 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
+#   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
+#      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
+#      launches) into OUTDIR/gpu_profile_<atoms>.txt.
 # Prints each A/B run's md_raw.txt line (atoms, exit code, steps/s, MB, ..., precision) and the benchmark's, and packs
 # OUTDIR into OUTDIR.tgz (the device tool brings back a limited number of files). Session 12 took its role A/B and
 # md_h200.json this way (the 2-GPU kind was not lent then).
@@ -24,6 +27,20 @@ LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2>
 source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; pack_out; exit 1; }
 say "LAMMPS built"
 export CUDA_VISIBLE_DEVICES=0
+if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
+  g++ -O2 -shared -fPIC -o "$OUT/libbm_gpu_timer.so" bench/profile/kokkos_gpu_timer.cpp -ldl
+  for c in $BATMOBILE_MD_PROFILE; do
+    IFS=: read -r n rx ry rz ns <<<"$c"
+    # the window starts after set-up and 20 warm-up steps (the 23rd compute: two set-ups + 20 steps + 1)
+    KOKKOS_PROFILE_LIBRARY="$OUT/libbm_gpu_timer.so" BM_GPU_TIMER_OUT="$OUT/gpu_profile_$n.txt" \
+      BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
+      -in bench/md/in.md_bench -log "$OUT/gpu_profile_$n.log" -screen none \
+      -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+      -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single
+    say "profile $n atoms: $(grep "Loop time" "$OUT/gpu_profile_$n.log" | tail -n1)"
+    head -n 4 "$OUT/gpu_profile_$n.txt" 2>/dev/null
+  done
+fi
 for ab in ${BATMOBILE_MD_AB:-}; do
   name=${ab#*:}
   [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
