@@ -77,8 +77,11 @@ inline constexpr int kMaxDk = 32;  // attention key width bound
 // per thread made the float L = 2 adjoints spill (ptxas sm_90, radial mode 1: 472 / 136 B of spill stores; none
 // with DKM = 8).
 inline constexpr int kSmallDk = 8;
-inline constexpr int kMaxHeads = 64;
-inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
+// heads: the prepare pass stores per-(edge, head) softmax terms in kMaxHeads scratch columns
+inline constexpr int kMaxHeads = 16;
+inline constexpr int kMaxBasisChunk = 64;
+// lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
+inline constexpr float kMaskedLogit = -3e38f;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
 
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).
@@ -355,17 +358,19 @@ struct InteractionKernel {
   using SendAdj = SendAdjT<false>;
 
   // Team scratch: per-edge data of one chunk (geometry (r, d), the other atom of the edge (-1: not an edge),
-  // Bessel basis and its derivative, hidden activations s and ds/dd ((cap, H); (H, cap) in radial mode 1, which
+  // per-(edge, head) attention terms (forward: lg = logit + log u; adjoint: lg = softmax weight p, dlg = d(logit +
+  // log u)/dd; they are the same for all channels of a head, so the prepare pass forms them once), hidden
+  // activations s and ds/dd ((cap, H); (H, cap) in radial mode 1, which
   // reads NE edges at once; mode 1 also the radial outputs w, dw/dd (cap, NW C)), and the end-of-atom arrays: adjoint
   // partials part (C S, 9 + dk) and the parked partials buf of edge slots 1..S-1.
   template <bool G>
   struct Chunk {
     static constexpr bool gemm = G;  // radial mode 1
-    ST2 geo, B, dB, s, sd, w, dw;
+    ST2 geo, lg, dlg, s, sd, w, dw;
     SI1 other;
     char* base;     // start of the team scratch (end-of-atom arrays: part_of, buf_of)
     int cap = CH;   // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
-    int bcap = CH;  // edges per basis chunk (rows of geo, B, dB, s, sd, other): a multiple of cap
+    int bcap = CH;  // edges per basis chunk (rows of geo, lg, dlg, s, sd, other): a multiple of cap
     bool overlap;   // chunk_overlap(team size)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of cap (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (cap - 1); }
@@ -374,7 +379,7 @@ struct InteractionKernel {
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
   // only after the last chunk, behind a barrier. Mode 1 basis chunks hold gsc edges (0: gch), mode 0 CH.
   struct Layout {
-    size_t geo, B, dB, s, sd, other, w, dw, part, buf, total;
+    size_t geo, lg, dlg, s, sd, other, w, dw, part, buf, total;
   };
   KOKKOS_INLINE_FUNCTION static size_t take(size_t& off, size_t bytes) {
     const size_t o = off;
@@ -387,8 +392,8 @@ struct InteractionKernel {
     Layout lo{};
     size_t off = 0;
     lo.geo = take(off, t * bc * 4);
-    lo.B = take(off, t * bc * kMaxNB);
-    lo.dB = take(off, t * bc * kMaxNB);
+    lo.lg = take(off, t * bc * kMaxHeads);
+    if (adjoint) lo.dlg = take(off, t * bc * kMaxHeads);
     lo.s = take(off, t * bc * H);
     lo.sd = take(off, t * bc * H);
     lo.other = take(off, sizeof(int) * bc);
@@ -507,8 +512,8 @@ struct InteractionKernel {
     ch.cap = G ? gch : CH;
     ch.bcap = G && gsc > gch ? gsc : ch.cap;
     ch.geo = ST2(at(lo.geo), ch.bcap, 4);
-    ch.B = ST2(at(lo.B), ch.bcap, kMaxNB);
-    ch.dB = ST2(at(lo.dB), ch.bcap, kMaxNB);
+    ch.lg = ST2(at(lo.lg), ch.bcap, kMaxHeads);
+    if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.bcap, kMaxHeads);
     ch.s = G ? ST2(at(lo.s), H, ch.bcap) : ST2(at(lo.s), ch.bcap, H);
     ch.sd = G ? ST2(at(lo.sd), H, ch.bcap) : ST2(at(lo.sd), ch.bcap, H);
     ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.bcap);
@@ -536,8 +541,9 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION static int gemm_block(int cap) { return cap % 4 == 0 ? 4 : 2; }
 
   // Fills the basis chunk with the edges [start, start + n) of `atom` (receiver list, or sender list if SENDER;
-  // `left` edges remain, n = min(left, bcap)): geometry, Bessel basis, hidden layer. Mode 1: rows n..nf-1 (nf = n
-  // rounded up to the GEMM block) are zero non-edges. Ends with a barrier.
+  // `left` edges remain, n = min(left, bcap)): geometry, hidden layer and, with attention, the per-(edge, head)
+  // terms (edge_head_terms; GRAD: the adjoint's). Mode 1: rows n..nf-1 (nf = n rounded up to the GEMM block) are
+  // zero non-edges. Ends with a barrier.
   template <bool SENDER, bool GRAD, class Ch>
   KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const {
     const int n = left < ch.bcap ? left : ch.bcap;
@@ -545,9 +551,9 @@ struct InteractionKernel {
     const int HH = Ch::gemm && tab ? 1 : prm.H;  // radial mode 3 needs no hidden layer: one item per edge
     team.team_barrier();  // the previous chunk is no longer read
     // One pass over the items (edge t, hidden unit hh): each forms the edge geometry and the whole Bessel basis
-    // itself (one sin/cos pair, bessel_basis) and its hidden unit; item hh = 0 also stores the geometry and the
-    // basis for the channel loop (the radial gate of the logit). This saves a barrier and keeps the team from
-    // waiting on one thread per edge evaluating NB sin/cos pairs in series.
+    // itself (one sin/cos pair, bessel_basis) and its hidden unit; item hh = 0 also stores the geometry, and items
+    // hh < A the attention terms of head hh (heads hh, hh + HH, ... if HH < A). This saves a barrier and keeps
+    // the team from waiting on one thread per edge evaluating NB sin/cos pairs in series.
     // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
     // consecutive addresses.
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * HH), [&](const int th) {
@@ -583,11 +589,9 @@ struct InteractionKernel {
         ch.other(t) = edge ? (SENDER ? i : j) : -1;
         for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
         ch.geo(t, 3) = d;
-        for (int nn = 0; nn < kMaxNB; ++nn) {
-          ch.B(t, nn) = B[nn];
-          ch.dB(t, nn) = dB[nn];
-        }
       }
+      if (ATTN && edge)
+        for (int a = hh; a < prm.A; a += HH) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
       if (!edge) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
         if (Ch::gemm) sv = sdv = T(0);
         return;
@@ -787,20 +791,33 @@ struct InteractionKernel {
     for (int kk = 0; kk < K; ++kk) hj[kk] = kk < KI ? h(j, kk, c) : T(0);
   }
 
-  template <class Ch>
-  KOKKOS_INLINE_FUNCTION T logit(int i, int j, int a, const Ch& ch, int t, T* dg) const {
+  // Attention terms of chunk edge t = (i <- j), head a, at distance d with Bessel basis B and dB/dd, formed once
+  // per (edge, head) in the prepare pass (the C / A channel-threads of the head read them):
+  //   logit s = q_i . k_j / sqrt(dk) + Wg_a . B(d), envelope u(d);
+  //   forward (!GRAD): lg = s + log u, the online softmax's argument (kMaskedLogit where u <= 0: weight 0);
+  //   adjoint (GRAD):  lg = p = exp(s + log u - M_ia) / Z_ia (0 where u <= 0), dlg = d(s + log u)/dd (0 there).
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_head_terms(const Ch& ch, int t, int i, int j, int a, T d, const T* B,
+                                              const T* dB) const {
     T s = T(0);
-    for (int e = 0; e < DKM; ++e)
-      if (e < prm.dk) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
+    for (int e = 0; e < prm.dk; ++e) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
     s /= sqrt(T(prm.dk));
-    T gte = T(0), dgte = T(0);
-    for (int n = 0; n < kMaxNB; ++n)
-      if (n < prm.NB) {
-        gte += prm.Wg(a, n) * ch.B(t, n);
-        dgte += prm.Wg(a, n) * ch.dB(t, n);
-      }
-    *dg = dgte;
-    return s + gte;
+    T dg = T(0);
+    for (int n = 0; n < prm.NB; ++n) {
+      s += prm.Wg(a, n) * B[n];
+      if (GRAD) dg += prm.Wg(a, n) * dB[n];
+    }
+    T du;
+    const T u = envelope(d, prm.r_c, &du);
+    const bool inside = u > T(0);  // an edge whose u rounds to <= 0 next to r_c has weight 0
+    if constexpr (GRAD) {
+      const T ex = inside ? exp(s + log(u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
+      const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);    // Z >= 1 once the receiver has an edge
+      ch.lg(t, a) = ex * inv;
+      ch.dlg(t, a) = inside ? du / u + dg : T(0);
+    } else {
+      ch.lg(t, a) = inside ? s + log(u) : T(kMaskedLogit);
+    }
   }
 
   template <bool G>
@@ -888,7 +905,8 @@ struct InteractionKernel {
     const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
     const T d = ch.geo(t, 3);
     T Y[K], hj[K];
-    sh<L, T>(r, Y);
+    const T inv_d = T(1) / d;  // (|r| is in the chunk: no second square root)
+    sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
     load_h(j, c, hj);
     EdgeRadial<T, P> R;
     edge_radial<false>(ch, c, t, d, R);
@@ -896,10 +914,9 @@ struct InteractionKernel {
       T v[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
       tp_fwd2<L, T, Paths>(hj, Y, R.w, R.wv, T(1), T(1), accm, v);
-      T dg;
-      // online softmax over s + log u; an edge whose u rounds to <= 0 next to r_c has weight 0
-      if (R.u > T(0)) {
-        const T s = logit(i, j, a, ch, t, &dg) + log(R.u);
+      // online softmax over s + log u (edge_head_terms); an edge whose u rounds to <= 0 next to r_c has weight 0
+      const T s = ch.lg(t, a);
+      if (s > T(kMaskedLogit)) {
         const T new_max = s > run_max ? s : run_max;
         const T corr = exp(run_max - new_max);
         const T wgt = exp(s - new_max);
@@ -969,37 +986,31 @@ struct InteractionKernel {
     if constexpr (Ch::gemm) {
       using Col = RadialColumn<T, decltype(ch.w)>;
       const int C = prm.C;
-      T du;
-      const T u = envelope(d, prm.r_c, &du);
       const int tw = ch.wrow(t);
-      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, u, du, Col{ch.w, tw, 0, C, c}, Col{ch.w, tw, P, C, c},
+      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{ch.w, tw, 0, C, c}, Col{ch.w, tw, P, C, c},
                                   Col{ch.dw, tw, 0, C, c}, Col{ch.dw, tw, P, C, c}, gr, ghj, gs_out);
     } else {
       EdgeRadial<T, P> R;
       edge_radial<true>(ch, c, t, d, R);
       const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
-      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, R.u, R.du, w, wv, dw, dwv, gr, ghj, gs_out);
+      edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, w, wv, dw, dwv, gr, ghj, gs_out);
     }
   }
 
   template <bool SENDER, class Ch, class W, class DW>
   KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
-                                                  T u, T du, const W& w, const W& wv, const DW& dw, const DW& dwv,
+                                                  const W& w, const W& wv, const DW& dw, const DW& dwv,
                                                   T* gr, T* ghj, T* gs_out) const {
     T Y[K], hj[K], gmi[K], goi[K];
-    sh<L, T>(r, Y);
+    const T inv_d = T(1) / d;
+    sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
     load_h(j, c, hj);
     for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gm(i, kk, c) : T(0);  // (scalar output: l = 0 only)
     T gY[K];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
     if constexpr (ATTN) {
-      T dg;
-      const T s = logit(i, j, a, ch, t, &dg);
-      const bool inside = u > T(0);
-      const T ex = inside ? exp(s + log(u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
-      const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);     // Z >= 1 once the receiver has an edge
-      pw = ex * inv;
+      pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
       T v[K];
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
       tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
@@ -1008,9 +1019,10 @@ struct InteractionKernel {
         goi[kk] = kk < KO ? go(i, kk, c) : T(0);
         if (kk < KO) tt += goi[kk] * (v[kk] - o(i, kk, c));
       }
-      const T ge = tt * inv;  // dE/d(e_ij); o does not depend on M, so no gradient flows through it
-      gs = ge * ex;           // de/ds = e, de/du = e / u
-      if (inside) gd += gs * (du / u) + gs * dg;
+      // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it); de/ds = e and
+      // de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
+      gs = tt * pw;
+      gd += gs * ch.dlg(t, a);
     } else {
       for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
     }
@@ -1018,8 +1030,10 @@ struct InteractionKernel {
     const ContractWithDw<T, DW> gw{&gd, dw}, gwv{&gd, dwv};
     tp_adjoint<L, false, SENDER && FEATURE_GRAD, ATTN, T, true, Paths>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY,
                                                                       gw, gwv);
-    for (int b = 0; b < 3; ++b) gr[b] = gd * r[b] / d;
-    sh_vjp<L, T>(r, gY, gr);
+    // dE/dr = gd r / d + the SH part, in reverse mode from the unit vector (sh_vjp_unit)
+    const T rhat[3] = {r[0] * inv_d, r[1] * inv_d, r[2] * inv_d};
+    for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
+    sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
     *gs_out = gs;
   }
 

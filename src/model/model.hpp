@@ -46,6 +46,9 @@ template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 struct Graph {
   int n_local = 0, n_all = 0;
   int n_edges = -1;  // recv_offsets(n_local) if the caller knows it on the host (-1: the model reads it, a device wait)
+  // true if the caller guarantees 0 <= senders(e) < n_all (e.g. indices from LAMMPS's neighbour lists): the model
+  // then skips its own range check, a reduction the host would wait for every step
+  bool senders_in_range = false;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions, n_all
   Kokkos::View<int*, ExecSpace> species;                        // n_all, -1 = not a model atom
   Kokkos::View<int*, ExecSpace> recv_offsets;                   // n_local + 1

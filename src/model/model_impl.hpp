@@ -629,7 +629,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
   build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_,
-                              warp_team);
+                              warp_team, !graph.senders_in_range);
   auto erecv = edge_recv_;
   auto soff = send_offsets_;
   auto sedge = send_edges_;
@@ -851,7 +851,12 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   for (int a = 0; a < 6; ++a) out.virial[a] = 0;
   const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
   auto eatom = out.eatom;
-  Kokkos::deep_copy(dh, T(0));
+  // zero fills on the execution space: a plain deep_copy(view, value) fences before and after (Kokkos 3.4), i.e.
+  // the host would wait for the GPU twice per fill
+  auto zero_rows = [na](const FeatureView& v) {
+    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(v, Kokkos::make_pair(0, na), Kokkos::ALL()), T(0));
+  };
+  zero_rows(dh);
   // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
   Kokkos::parallel_reduce(
       "bm_readout",
@@ -910,7 +915,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
-    Kokkos::deep_copy(dhin, T(0));
+    zero_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
     Kokkos::parallel_for(
         "bm_node_adjoint", node_policy(nl, node_adj_scratch), KOKKOS_LAMBDA(const TeamMember& team) {

@@ -1,11 +1,12 @@
 // Sender-grouped CSR of a receiver-grouped edge list, built on the device (used by Model::compute; its own
 // header so that tests can check it directly).
-//   build_sender_csr(nl, na, n_edges, roff, snd, erecv, soff, sedge, fill, team_size)
+//   build_sender_csr(nl, na, n_edges, roff, snd, erecv, soff, sedge, fill, team_size, check)
 //     in:  roff (nl + 1) receiver offsets, snd (n_edges) sender of each edge (0 <= snd < na)
 //     out: erecv (n_edges) receiver of each edge; soff (na + 1) sender offsets; sedge (n_edges) edge ids grouped by
 //          sender, increasing within each sender; fill (na) is workspace. team_size: threads per atom (1 on hosts);
 //          cap: longest segment sorted in team scratch (longer ones: insertion sort).
-//     Throws std::runtime_error if a sender index is out of range.
+//     check: count out-of-range sender indices and throw std::runtime_error if there are any (the host waits for
+//     that count); without it such edges are left out of the sender lists (for callers that guarantee the range).
 #pragma once
 #include <Kokkos_Core.hpp>
 #include <stdexcept>
@@ -19,33 +20,47 @@ template <class ExecSpace>
 void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, ExecSpace>& roff,
                       const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
                       const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
-                      const Kokkos::View<int*, ExecSpace>& fill, int team_size, int cap = 1024) {
+                      const Kokkos::View<int*, ExecSpace>& fill, int team_size, bool check = true,
+                      int cap = 1024) {
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchI = Kokkos::View<int*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  Kokkos::deep_copy(Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
-  int bad = 0;
-  // a team per receiver, its threads over the receiver's edges (one thread per receiver left GPUs latency-bound)
-  Kokkos::parallel_reduce(
-      "bm_csr_count", Kokkos::TeamPolicy<ExecSpace>(nl, team_size), KOKKOS_LAMBDA(const Member& team, int& nbad) {
-        const int i = team.league_rank();
-        int tb = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, roff(i), roff(i + 1)),
-            [&](int e, int& b) {
-              erecv(e) = i;
-              const int j = snd(e);
-              if (j < 0 || j >= na) {
-                ++b;
-                return;
-              }
-              Kokkos::atomic_increment(&soff(j + 1));
-            },
-            tb);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { nbad += tb; });
-      },
-      bad);
-  if (bad) throw std::runtime_error("Batmobile model: sender index out of range");
+  // (on the execution space: the plain deep_copy(view, value) fences)
+  Kokkos::deep_copy(ExecSpace(), Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
+  // a team per receiver, its threads over the receiver's edges (one thread per receiver left GPUs latency-bound);
+  // returns the receiver's number of out-of-range senders
+  auto count = KOKKOS_LAMBDA(const Member& team) {
+    const int i = team.league_rank();
+    int tb = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, roff(i), roff(i + 1)),
+        [&](int e, int& b) {
+          erecv(e) = i;
+          const int j = snd(e);
+          if (j < 0 || j >= na) {
+            ++b;
+            return;
+          }
+          Kokkos::atomic_increment(&soff(j + 1));
+        },
+        tb);
+    return tb;
+  };
+  const Kokkos::TeamPolicy<ExecSpace> per_receiver(nl, team_size);
+  if (check) {  // a reduction into a host value: the host waits for it
+    int bad = 0;
+    Kokkos::parallel_reduce(
+        "bm_csr_count", per_receiver,
+        KOKKOS_LAMBDA(const Member& team, int& nbad) {
+          const int tb = count(team);
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { nbad += tb; });
+        },
+        bad);
+    if (bad) throw std::runtime_error("Batmobile model: sender index out of range");
+  } else {
+    Kokkos::parallel_for(
+        "bm_csr_count", per_receiver, KOKKOS_LAMBDA(const Member& team) { (void)count(team); });
+  }
   Kokkos::parallel_scan(
       "bm_csr_scan", Policy(0, na + 1), KOKKOS_LAMBDA(int j, int& acc, bool final) {
         acc += soff(j);
@@ -57,6 +72,7 @@ void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, Exec
   Kokkos::parallel_for(
       "bm_csr_fill", Policy(0, n_edges), KOKKOS_LAMBDA(int e) {
         const int j = snd(e);
+        if (j < 0 || j >= na) return;  // (only possible unchecked)
         sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
       });
   // Each sender's edges in increasing edge order, so that every sum over them has a fixed order. A team per

@@ -133,6 +133,8 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
   Kokkos::View<int *, Exec> type_species, count;
+  // the edge list's closest squared distance and edge count, in device memory: the host reads both in one copy
+  Kokkos::View<double[2], Exec> edge_stats;
 };
 
 template <class DeviceType>
@@ -273,8 +275,13 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   using Member = typename TeamPolicy::member_type;
   const int graph_team = I.graph_team;
   auto count = I.count;
-  Kokkos::deep_copy(count, 0);
-  double closest_sq = 1e300;
+  // The host waits for the GPU once here (the edge count sizes the sender array; the closest distance is checked):
+  // the fill, the reduction and the scan go into device memory, and one copy brings both values back (a plain
+  // deep_copy(view, value), a reduction into a host value and a scan with a total would each make it wait).
+  Kokkos::deep_copy(Exec(), count, 0);
+  if (!I.edge_stats.data()) I.edge_stats = decltype(I.edge_stats)("bm_edge_stats");
+  auto stats = I.edge_stats;
+  const Kokkos::View<double, Exec, Kokkos::MemoryTraits<Kokkos::Unmanaged>> closest_d(stats.data());
   // Min over every thread's own candidates: a team-policy reduction joins all threads' values
   Kokkos::parallel_reduce(
       "bm_kk_count", TeamPolicy(inum, graph_team),
@@ -297,22 +304,26 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
             c);
         if (team.team_rank() == 0) count(i + 1) = c;
       },
-      Kokkos::Min<double>(closest_sq));
+      Kokkos::Min<double>(closest_d));
+  auto roff = g.recv_offsets;
+  Kokkos::parallel_scan(
+      "bm_kk_scan", Policy(0, nlocal + 1), KOKKOS_LAMBDA(int i, int &acc, bool final) {
+        acc += count(i);
+        if (final) {
+          roff(i) = acc;
+          if (i == nlocal) stats(1) = acc;
+        }
+      });
+  double h_stats[2];
+  Kokkos::deep_copy(Kokkos::View<double[2], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h_stats), stats);
+  const int n_edges = static_cast<int>(h_stats[1]);
+  const double closest_sq = nlocal > 0 ? h_stats[0] : 1e300;
   double all_closest = closest_sq;
   MPI_Allreduce(&closest_sq, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
   if (all_closest < dminsq)
     error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
                "the model's training data ({:.4f} A); the model is not valid there", std::sqrt(all_closest),
                min_distance);
-  auto roff = g.recv_offsets;
-  int n_edges = 0;
-  Kokkos::parallel_scan(
-      "bm_kk_scan", Policy(0, nlocal + 1),
-      KOKKOS_LAMBDA(int i, int &acc, bool final) {
-        acc += count(i);
-        if (final) roff(i) = acc;
-      },
-      n_edges);
   if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
   auto snd = g.senders;
   // ordered team scan: each kept neighbour's slot is the number of kept neighbours before it
@@ -334,7 +345,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
       });
   g.n_local = nlocal;
   g.n_all = nall;
-  g.n_edges = n_edges;  // (known here: the model need not read it back)
+  g.n_edges = n_edges;          // (known here: the model need not read it back)
+  g.senders_in_range = true;    // neighbour-list indices, all < nall
 
   select_exchange(nlocal, nall);
   I.counts = batmobile_kk::ExchangeCounts();

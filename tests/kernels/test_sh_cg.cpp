@@ -81,6 +81,36 @@ TEST(SH, GradientMatchesFiniteDifferences) {
   }
 }
 
+// sh_vjp<L> (hand-written reverse mode) against the dual-number gradient, degree by degree: each L reads only its
+// own (L+1)^2 components of gY, which the reference restricts to.
+template <int L>
+void check_vjp_degree(std::mt19937& rng) {
+  std::normal_distribution<double> g(0, 1);
+  constexpr int K = (L + 1) * (L + 1);
+  for (int t = 0; t < 50; ++t) {
+    double r[3] = {g(rng), g(rng), g(rng)}, Y[K], dY[K][3], gY[16], gr[3] = {0, 0, 0}, ref[3] = {0, 0, 0};
+    sh_grad<L, double>(r, Y, dY);
+    for (int k = 0; k < 16; ++k) gY[k] = k < K ? g(rng) : 1e3;  // (garbage beyond K must not be read)
+    for (int k = 0; k < K; ++k)
+      for (int b = 0; b < 3; ++b) ref[b] += gY[k] * dY[k][b];
+    sh_vjp<L, double>(r, gY, gr);
+    for (int b = 0; b < 3; ++b) EXPECT_NEAR(gr[b], ref[b], 1e-12) << "L = " << L;
+    float rf[3] = {float(r[0]), float(r[1]), float(r[2])}, gYf[16], grf[3] = {0, 0, 0};
+    for (int k = 0; k < 16; ++k) gYf[k] = float(gY[k]);
+    sh_vjp<L, float>(rf, gYf, grf);
+    const double scale = std::abs(ref[0]) + std::abs(ref[1]) + std::abs(ref[2]) + 1;
+    for (int b = 0; b < 3; ++b) EXPECT_NEAR(grf[b], ref[b], 2e-5 * scale) << "float, L = " << L;
+  }
+}
+
+TEST(SH, VjpMatchesDualNumberGradientPerDegree) {
+  std::mt19937 rng(6);
+  check_vjp_degree<0>(rng);
+  check_vjp_degree<1>(rng);
+  check_vjp_degree<2>(rng);
+  check_vjp_degree<3>(rng);
+}
+
 TEST(SH, FloatMatchesDouble) {
   std::mt19937 rng(4);
   std::normal_distribution<double> g(0, 1);
