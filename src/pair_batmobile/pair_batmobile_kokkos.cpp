@@ -281,7 +281,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   Kokkos::deep_copy(Exec(), count, 0);
   if (!I.edge_stats.data()) I.edge_stats = decltype(I.edge_stats)("bm_edge_stats");
   auto stats = I.edge_stats;
-  const Kokkos::View<double, Exec, Kokkos::MemoryTraits<Kokkos::Unmanaged>> closest_d(stats.data());
+  using MemSpace = typename Exec::memory_space;
+  const Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> closest_d(stats.data());
   // Min over every thread's own candidates: a team-policy reduction joins all threads' values
   Kokkos::parallel_reduce(
       "bm_kk_count", TeamPolicy(inum, graph_team),
@@ -304,7 +305,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
             c);
         if (team.team_rank() == 0) count(i + 1) = c;
       },
-      Kokkos::Min<double>(closest_d));
+      Kokkos::Min<double, MemSpace>(closest_d));
   auto roff = g.recv_offsets;
   Kokkos::parallel_scan(
       "bm_kk_scan", Policy(0, nlocal + 1), KOKKOS_LAMBDA(int i, int &acc, bool final) {
