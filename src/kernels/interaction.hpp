@@ -803,10 +803,11 @@ struct InteractionKernel {
     for (int e = 0; e < prm.dk; ++e) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
     s /= sqrt(T(prm.dk));
     T dg = T(0);
-    for (int n = 0; n < prm.NB; ++n) {
-      s += prm.Wg(a, n) * B[n];
-      if (GRAD) dg += prm.Wg(a, n) * dB[n];
-    }
+    for (int n = 0; n < kMaxNB; ++n)  // compile-time bound: B and dB stay in registers
+      if (n < prm.NB) {
+        s += prm.Wg(a, n) * B[n];
+        if (GRAD) dg += prm.Wg(a, n) * dB[n];
+      }
     T du;
     const T u = envelope(d, prm.r_c, &du);
     const bool inside = u > T(0);  // an edge whose u rounds to <= 0 next to r_c has weight 0

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CUDA compile check without a GPU (here, before spending device time): nvcc must be installed (/usr/local/cuda).
+#   1. configures build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos, sm_90, ptxas verbose) once;
+#   2. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA against the LAMMPS
+#      sources (~20 s): host-only builds accept code that nvcc rejects (session 13: a reducer with a host result
+#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed);
+#   3. with --kernels, also the model's CUDA objects (fused_layer_l2, model_device_float: ~3 min each on 2 cores)
+#      and prints ptxas's registers and spill stores of the fused kernels.
+#   scripts/gpu/cuda_compile_check.sh [--kernels]
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+source "$HERE/common.sh"
+cd "$BATMOBILE_REPO"
+export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+command -v nvcc > /dev/null || { log "no nvcc: install the CUDA toolkit first"; exit 1; }
+LV=$(ls -d "$BATMOBILE_CACHE"/src/lammps-*-kokkos-* 2> /dev/null | head -n1)
+[ -d "$LV/lib/kokkos" ] || { log "no prepared LAMMPS sources under $BATMOBILE_CACHE/src: run scripts/test.sh once"; exit 1; }
+B=build/cuda-check
+if [ ! -f "$B/build.ninja" ]; then
+  source scripts/gpu/cuda_tree.sh
+  configure_cuda_tree . "$B" -DBATMOBILE_WITH_TORCH=OFF -DBATMOBILE_GTEST_SOURCE=/usr/src/googletest \
+    -DCMAKE_CXX_FLAGS=-Xptxas=-v > /dev/null
+fi
+LB=$(ls -td "$BATMOBILE_CACHE"/build/lammps-*/lammps/includes 2> /dev/null | head -n1)  # generated style headers
+KB=$B/kokkos
+log "pair style for CUDA"
+"$LV/lib/kokkos/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DLAMMPS_SMALLBIG -DLMP_KOKKOS -DOMPI_SKIP_MPICXX \
+  -Isrc/pair_batmobile -Isrc -I"$LV/src" -I"$LV/src/KOKKOS" -I"$KB" -I"$KB/core/src" -I"$LV/lib/kokkos/core/src" \
+  -I"$KB/containers/src" -I"$LV/lib/kokkos/containers/src" -I"$KB/algorithms/src" -I"$LV/lib/kokkos/algorithms/src" \
+  ${LB:+-I"$LB"} -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
+  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi -O1 -std=c++17 -fPIC -expt-extended-lambda -arch=sm_90 \
+  -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
+log "pair style: ok"
+if [ "${1:-}" = --kernels ]; then
+  objs=(fused_layer_l2 model_device_float)
+  for o in "${objs[@]}"; do
+    touch "src/model/$o.cpp"
+    ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |
+      awk '/Compiling entry function/ {name = $(NF - 2)} /bytes spill stores/ {spill = $5 " B spill stores"}
+           /Used [0-9]+ registers/ && name ~ /InteractionKernel/ && name ~ /LaunchBounds/ {
+             match($0, /Used [0-9]+ registers/); regs = substr($0, RSTART + 5, RLENGTH - 15)
+             kind = name ~ /ForwardT/ ? "forward" : (name ~ /RecvAdjT/ ? "receiver adjoint" : "sender adjoint")
+             t = name ~ /InteractionKernelIf/ ? "float" : "double"
+             match(name, /ELi[0-9]+ELb1ELi[0-9]+ELi[0-9]+E/); lr = substr(name, RSTART, RLENGTH)
+             print t, kind, "(L, ATTN, DKM, ROLE: " lr "):", regs, "registers,", spill }' | sort | uniq
+  done
+fi
