@@ -261,7 +261,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, ModelInvariance, ::testing::Values(EdgeBacken
 
 // The sender CSR against a host construction: every edge once, under its sender, in increasing edge order, for
 // the one-thread path (host back-ends) and the team rank-sort path (GPUs; team sizes > 1 run it here too), with a
-// segment longer than the team scratch (insertion-sort fallback) and an out-of-range sender.
+// segment longer than the team scratch (insertion-sort fallback), with and without the range check (the same lists
+// for valid senders); an out-of-range sender throws when checked and is left out of the lists when not (the
+// neighbour-list graphs of batmobile/kk skip the check: Graph::senders_in_range).
 TEST(SenderCsr, SortedCompleteAndChecked) {
   const int nl = 300, na = 420;
   std::vector<int> roff_h(nl + 1, 0), snd_h;
@@ -281,18 +283,19 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
     Kokkos::deep_copy(d, h);
     return d;
   };
-  auto roff = to_dev(roff_h), snd = to_dev(snd_h);
-  for (int team : {1, 2, 4, 7}) {
-    if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
+  auto roff = to_dev(roff_h);
+  // builds the CSR of senders s_h and compares it with the host construction (out-of-range senders left out)
+  auto check_csr = [&](const std::vector<int>& s_h, int team, bool check) {
+    auto snd = to_dev(s_h);
     Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
-    build_sender_csr<Exec>(nl, na, ne, roff, snd, erecv, soff, sedge, fill, team, 64);
+    build_sender_csr<Exec>(nl, na, ne, roff, snd, erecv, soff, sedge, fill, team, check, 64);
     auto er = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), erecv);
     auto so = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), soff);
     auto se = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sedge);
     std::vector<std::vector<int>> want(na);
     for (int i = 0; i < nl; ++i)
       for (int e = roff_h[i]; e < roff_h[i + 1]; ++e) {
-        want[snd_h[e]].push_back(e);
+        if (s_h[e] >= 0 && s_h[e] < na) want[s_h[e]].push_back(e);
         ASSERT_EQ(er(e), i) << "team " << team;
       }
     ASSERT_EQ(so(0), 0);
@@ -300,11 +303,16 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
       ASSERT_EQ(so(j + 1) - so(j), static_cast<int>(want[j].size())) << "team " << team << " sender " << j;
       for (size_t k = 0; k < want[j].size(); ++k) ASSERT_EQ(se(so(j) + k), want[j][k]) << "team " << team;
     }
+  };
+  for (int team : {1, 2, 4, 7}) {
+    if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
+    for (bool check : {true, false}) check_csr(snd_h, team, check);
   }
   snd_h[5] = na;  // out of range
   auto bad = to_dev(snd_h);
   Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
   EXPECT_THROW(build_sender_csr<Exec>(nl, na, ne, roff, bad, erecv, soff, sedge, fill, 2), std::runtime_error);
+  check_csr(snd_h, 2 <= Exec().concurrency() ? 2 : 1, false);  // unchecked: edge 5 is in no sender's list
 }
 
 // The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
