@@ -55,7 +55,7 @@ class PairBatmobile : public Pair {
 
  protected:
   bool single_precision = false;
-  int kernels_choice = -1;  // -1 auto (reference on CPUs, fused on GPUs), 0 fused, 1 reference
+  int kernels_choice = -1;  // -1 default (fused), 0 fused, 1 reference
   std::string model_path;
   std::vector<int> type_species;  // per LAMMPS type (1-based): model species or -1 (NULL)
   double r_c = 0.0, min_distance = 0.0;

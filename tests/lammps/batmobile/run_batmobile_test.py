@@ -7,8 +7,8 @@ REFDIR is written by make_lammps_reference.py (model file, water data, float64 P
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
-                      stress/atom; sum of pe/atom == pe. VARIANT: double | single | fused | kk | kk_single |
-                      kk_fused | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
+                      stress/atom; sum of pe/atom == pe. VARIANT: double | single | reference_kernels | kk | kk_single |
+                      kk_reference_kernels | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   kk_comm             batmobile/kk on 1, 2, 4 ranks with its own device swap exchange (ghost_comm device) and with
@@ -292,8 +292,8 @@ def test_reference(env, variant):
         kw["nranks"] = int(variant[3:])
     if variant.startswith("kk_mpi"):  # batmobile/kk on N ranks x 1 thread
         kw.update(nranks=int(variant[6:]), threads=1)
-    if variant.endswith("fused"):
-        kw["kernels"] = "fused"
+    if variant.endswith("reference_kernels"):  # the per-edge reference backend (the default is fused everywhere)
+        kw["kernels"] = "reference"
     if variant == "plugin":  # the styles from batmobileplugin.so (they override the built-in ones)
         if not os.path.isfile(env.vars.get("PLUGIN", "")):
             skip("no batmobileplugin.so in this build")
