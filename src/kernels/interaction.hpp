@@ -555,17 +555,20 @@ struct InteractionKernel {
     // hh < A the attention terms of head hh (heads hh, hh + HH, ... if HH < A). This saves a barrier and keeps
     // the team from waiting on one thread per edge evaluating NB sin/cos pairs in series.
     // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
-    // consecutive addresses.
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * HH), [&](const int th) {
-      const int t = Ch::gemm ? th % nf : th / HH, hh = Ch::gemm ? th / nf : th % HH;
-      T& sv = Ch::gemm ? ch.s(hh, t) : ch.s(t, hh);
-      T& sdv = Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh);
+    // consecutive addresses. A one-thread team (host back-ends) takes all HH hidden units of an edge in one item,
+    // so that it forms the edge's geometry, basis and attention terms once instead of HH times (span; on GPUs span
+    // is the compile-time 1 and the items are as described).
+    const int span = runs_on_host<exec> && team.team_size() == 1 ? HH : 1, groups = HH / span;
+    auto hidden = [&](int hh, int t) -> T& { return Ch::gemm ? ch.s(hh, t) : ch.s(t, hh); };
+    auto hidden_d = [&](int hh, int t) -> T& { return Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh); };
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * groups), [&](const int th) {
+      const int t = Ch::gemm ? th % nf : th / groups, h0 = (Ch::gemm ? th / nf : th % groups) * span;
       if (Ch::gemm && t >= n) {  // mode 1: zero rows up to the GEMM block, exact zeros for the GEMM
-        if (hh == 0) {
+        if (h0 == 0) {
           ch.other(t) = -1;
           for (int a = 0; a < 4; ++a) ch.geo(t, a) = T(0);
         }
-        sv = sdv = T(0);
+        for (int hh = h0; hh < h0 + span; ++hh) hidden(hh, t) = hidden_d(hh, t) = T(0);
         return;
       }
       int i = atom, j;
@@ -585,27 +588,31 @@ struct InteractionKernel {
         bessel_basis<kMaxNB>(d, prm.r_c, prm.NB, B, dB);
       else
         for (int nn = 0; nn < kMaxNB; ++nn) B[nn] = dB[nn] = T(0);
-      if (hh == 0) {
+      if (h0 == 0) {
         ch.other(t) = edge ? (SENDER ? i : j) : -1;
         for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
         ch.geo(t, 3) = d;
       }
-      if (ATTN && edge)
-        for (int a = hh; a < prm.A; a += HH) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
-      if (!edge) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
-        if (Ch::gemm) sv = sdv = T(0);
-        return;
-      }
-      if (Ch::gemm && tab) return;
-      T a = prm.b1(hh), da = T(0);
-      for (int nn = 0; nn < kMaxNB; ++nn)
-        if (nn < prm.NB) {
-          a += prm.W1(hh, nn) * B[nn];
-          if (GRAD) da += prm.W1(hh, nn) * dB[nn];
+      for (int hh = h0; hh < h0 + span; ++hh) {
+        if (ATTN && edge)
+          for (int a = hh; a < prm.A; a += HH) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
+        T& sv = hidden(hh, t);
+        T& sdv = hidden_d(hh, t);
+        if (!edge) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
+          if (Ch::gemm) sv = sdv = T(0);
+          continue;
         }
-      T ds;
-      sv = silu(a, &ds);
-      sdv = ds * da;
+        if (Ch::gemm && tab) continue;
+        T a = prm.b1(hh), da = T(0);
+        for (int nn = 0; nn < kMaxNB; ++nn)
+          if (nn < prm.NB) {
+            a += prm.W1(hh, nn) * B[nn];
+            if (GRAD) da += prm.W1(hh, nn) * dB[nn];
+          }
+        T ds;
+        sv = silu(a, &ds);
+        sdv = ds * da;
+      }
     });
     team.team_barrier();
   }
