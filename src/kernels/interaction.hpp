@@ -1395,7 +1395,15 @@ void launch_kernel(const char* name, const Kern& kern, const Pol& pol, const typ
       return;
     }
   }
-  launch_fused(name, kern, policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag>>(space, pol));
+  if constexpr (runs_on_host<typename Kern::exec>) {
+    // Host threads take teams dynamically: the sender adjoint's teams (ghosts included) differ widely in edge count
+    // and are ordered owned atoms first, so a static split left one thread most of the work (648 waters, 2 OpenMP
+    // threads: sender adjoint 90.6 ms per call against 51.1 for the receiver adjoint; 106 / 98 on one thread).
+    launch_fused(name, kern,
+                 policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::Schedule<Kokkos::Dynamic>>>(space, pol));
+  } else {
+    launch_fused(name, kern, policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag>>(space, pol));
+  }
 }
 
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
