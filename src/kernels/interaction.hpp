@@ -79,9 +79,9 @@ inline constexpr int kMaxDk = 32;  // attention key width bound
 inline constexpr int kSmallDk = 8;
 // heads: the prepare pass stores per-(edge, head) softmax terms in kMaxHeads scratch columns
 inline constexpr int kMaxHeads = 16;
-inline constexpr int kMaxBasisChunk = 64;
+inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
 // lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
-inline constexpr float kMaskedLogit = -3e38f;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
+inline constexpr float kMaskedLogit = -3e38f;
 
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).

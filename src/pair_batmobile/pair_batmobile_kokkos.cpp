@@ -170,8 +170,8 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   using Exec = typename KKImpl::Exec;
   kk->model_d.reset();
   kk->model_f.reset();
-  // auto: the fused kernels on GPUs, the per-edge reference on host back-ends (faster there)
-  const bool fused = kernels_choice != 1;  // (the default on every back-end: see PairBatmobile::build_models)
+  // the fused kernels unless `kernels reference` (the default on every back-end: see PairBatmobile::build_models)
+  const bool fused = kernels_choice != 1;
   const auto backend = fused ? batmobile::EdgeBackend::Fused : batmobile::EdgeBackend::Reference;
   if (single_precision)
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
