@@ -171,9 +171,7 @@ void PairBatmobile::build_models(const batmobile::ModelFile &mf)
 {
   impl->model_d.reset();
   impl->model_f.reset();
-  // Fused unless asked for the per-edge reference: since session 13 the fused kernels are the faster of the two on
-  // CPUs too (648 waters, 2 OpenMP threads: single 0.30 vs 0.66 s/step, double 0.36 vs 0.81; README).
-  const auto backend = kernels_choice == 1 ? batmobile::EdgeBackend::Reference : batmobile::EdgeBackend::Fused;
+  const auto backend = batmobile_pair::edge_backend(kernels_choice);
   if (single_precision)
     impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf, backend);
   else

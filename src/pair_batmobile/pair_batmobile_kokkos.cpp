@@ -170,9 +170,7 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   using Exec = typename KKImpl::Exec;
   kk->model_d.reset();
   kk->model_f.reset();
-  // the fused kernels unless `kernels reference` (the default on every back-end: see PairBatmobile::build_models)
-  const bool fused = kernels_choice != 1;
-  const auto backend = fused ? batmobile::EdgeBackend::Fused : batmobile::EdgeBackend::Reference;
+  const auto backend = batmobile_pair::edge_backend(kernels_choice);
   if (single_precision)
     kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
   else
