@@ -1173,7 +1173,10 @@ struct InteractionKernel {
   }
 };
 
-// q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint.
+// q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint. One thread per
+// output value, flat index n * adk + x (forward) or n * C + c (adjoint): consecutive threads write consecutive
+// addresses and read the same h / gq / gk row. (A 2-D MDRange had put consecutive threads on consecutive atoms,
+// rows C / adk apart: the forward took ~390 us and the adjoint ~570 us at ~1e5 atoms on the H200.)
 template <class T, class Device>
 struct ProjectQK {
   struct Adjoint {};
@@ -1182,7 +1185,8 @@ struct ProjectQK {
   Kokkos::View<const T**, Kokkos::LayoutRight, Device> Wq, Wk;
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, gq, gk;
   int n_recv, C, adk;
-  KOKKOS_INLINE_FUNCTION void operator()(const int n, const int x) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const int64_t idx) const {
+    const int n = int(idx / adk), x = int(idx % adk);
     T sq = 0, sk = 0;
     for (int c = 0; c < C; ++c) {
       const T hv = h(n, 0, c);
@@ -1192,7 +1196,8 @@ struct ProjectQK {
     k(n, x) = sk;
     if (n < n_recv) q(n, x) = sq;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(Adjoint, const int n, const int c) const {
+  KOKKOS_INLINE_FUNCTION void operator()(Adjoint, const int64_t idx) const {
+    const int n = int(idx / C), c = int(idx % C);
     T s = 0;
     for (int x = 0; x < adk; ++x) {
       s += Wk(x, c) * gk(n, x);
@@ -1490,7 +1495,8 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   if (ATTN) {
     ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for("batmobile::project_qk",
-                         Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {g.n_total, prm.A * prm.dk}), pq);
+                         Kokkos::RangePolicy<exec, Kokkos::IndexType<int64_t>>(0, int64_t(g.n_total) * prm.A * prm.dk),
+                         pq);
   }
   Kern kern;
   bind_layer(kern, g, prm, h, o, work);
@@ -1543,10 +1549,10 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
   });
   if (ATTN && !(ROLE & kEmbeddingInput)) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
-    Kokkos::parallel_for(
-        "batmobile::project_qk_adj",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>, typename ProjectQK<T, Device>::Adjoint>({0, 0}, {g.n_total, prm.C}),
-        pq);
+    Kokkos::parallel_for("batmobile::project_qk_adj",
+                         Kokkos::RangePolicy<exec, typename ProjectQK<T, Device>::Adjoint, Kokkos::IndexType<int64_t>>(
+                             0, int64_t(g.n_total) * prm.C),
+                         pq);
   }
 }
 

@@ -123,6 +123,7 @@ class Model {
   ModelData<T, ExecSpace> d_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
+  int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS, 1..model_detail::kNodeAtoms)
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)

@@ -20,7 +20,10 @@ namespace batmobile {
 namespace model_detail {
 
 constexpr double kNormEps = 1e-6;
-constexpr int kNodeTeam = 128;  // GPU threads per atom in the node kernels
+constexpr int kNodeTeam = 128;  // GPU threads per team in the node kernels
+// Most atoms per node-kernel team: each thread's item applies a weight to all atoms of the block (register arrays
+// of this size), so that weights are read once per block instead of once per atom.
+constexpr int kNodeAtoms = 4;
 // From this many local atoms on, the fused kernels' GPU teams get half the automatic edge split (C = 32: 64
 // threads instead of 128). H200, water, fp32 (2026-11-29): 10,368 atoms 20.6 -> 24.2 steps/s with 64 threads,
 // 648 atoms 210 -> 206 (few atoms fill the GPU only with the wider split).
@@ -266,6 +269,10 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
   const char* node_team_env = std::getenv("BATMOBILE_NODE_TEAM");
   node_team_ = node_team_env ? std::max(1, std::atoi(node_team_env))
                              : (kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
+  // Atoms per node-kernel team (each weight read once for all of them); BATMOBILE_NODE_ATOMS=1..kNodeAtoms for A/B.
+  if (const auto nba = kernels::env_switch(
+          "BATMOBILE_NODE_ATOMS", [](int v) { return v >= 1 && v <= model_detail::kNodeAtoms; }, "1, 2, 3 or 4"))
+    node_atoms_ = *nba;
   const ModelHyper& hp = hyper_;
   auto& md = d_;
   md.L = hp.L;
@@ -622,8 +629,14 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto node_policy = [node_team](int n, size_t bytes) {
     return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
-  const size_t node_scratch = ScratchT::shmem_size(KC) + 64;
-  const size_t node_adj_scratch = 3 * ScratchT::shmem_size(KC) + ScratchT::shmem_size(std::max(1, L * C)) + 256;
+  // node kernels: a team per block of nba atoms (node_atoms_ <= kNodeAtoms); scratch for the block's rows
+  const int nba = node_atoms_, node_blocks = (nl + nba - 1) / nba, LCs = std::max(1, L * C);
+  const size_t node_scratch = ScratchT::shmem_size(nba * 2 * KC) + 2 * ScratchT::shmem_size(nba * KC) +
+                              ScratchT::shmem_size(nba * LCs) +
+                              ScratchT::shmem_size(nba * (kMaxL + 1)) + 256;
+  const size_t node_adj_scratch = 4 * ScratchT::shmem_size(nba * KC) +
+                                  ScratchT::shmem_size(nba * LCs) +
+                                  ScratchT::shmem_size(nba * (kMaxL + 1)) + 256;
   auto x = graph.x;
   auto species = graph.species;
   auto roff = graph.recv_offsets;
@@ -671,12 +684,12 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // Embedding (owned and ghost atoms alike: it depends only on the species).
   {
     auto h0 = h_[0];
+    // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
     Kokkos::parallel_for(
-        "bm_embed", Policy(0, na), KOKKOS_LAMBDA(int n) {
-          const int s = species(n);
-          for (int x_ = 0; x_ < KC; ++x_) h0(n, x_) = 0;
-          if (s >= 0)
-            for (int c = 0; c < C; ++c) h0(n, c) = md.w(md.o_embed + s * C + c);
+        "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
+        KOKKOS_LAMBDA(int64_t x) {
+          const int n = int(x / KC), f = int(x % KC), s = f < C ? species(n) : -1;
+          h0(n, f) = s >= 0 ? md.w(md.o_embed + s * C + f) : T(0);
         });
   }
 
@@ -768,60 +781,92 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             }
         });
     }
-    // Node update of every owned atom: one team per atom, threads over (component, channel) items, stages
-    // separated by team barriers (gates before gated activations, activations before the update, the update
-    // before its RMS norm); the atom's activations live in team scratch.
+    // Node update of the owned atoms: a team per block of nba atoms (node_atoms_), threads over (component,
+    // channel) items, stages separated by team barriers (gates before gated activations, activations before the
+    // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block (their
+    // m, o, activations and updates live in team scratch): the weights had been read once per atom, which made
+    // the kernel bound by its weight loads at ~1e5 atoms.
     Kokkos::parallel_for(
-        "bm_layer_node_forward", node_policy(nl, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
-          const int i = team.league_rank();
-          ScratchT act(team.team_scratch(0), KC);
+        "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
+          const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
+          ScratchT mo(team.team_scratch(0), nba * 2 * KC), act(team.team_scratch(0), nba * KC),
+              hps(team.team_scratch(0), nba * KC), gs(team.team_scratch(0), nba * LCs),
+              rs(team.team_scratch(0), nba * (kMaxL + 1));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * 2 * KC), [&](int n) {
+            const int a = n / (2 * KC), x_ = n % (2 * KC);
+            mo(n) = x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
+          });
+          team.team_barrier();
           // scalar mix + SiLU, and the gate pre-activations of l >= 1
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + L * C), [&](int n) {
             const int o = n < C ? n : n - C;
             // transposed weights (in, out): element (o, c) at c * rows + o
             const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
-            T z = md.w(lb + (n < C ? md.o_b0 : md.o_bg) + o);
-            for (int c = 0; c < C; ++c)
-              z += md.w(lb + oW + c * rows + o) * mv(i, c) + md.w(lb + oV + c * rows + o) * ov(i, c);
-            if (n < C) {
-              zv(i, o) = z;
-              act(o) = silu(z);
-            } else {
-              gamv(i, o) = z;
+            const T b = md.w(lb + (n < C ? md.o_b0 : md.o_bg) + o);
+            T z[kNodeAtoms];
+            for (int a = 0; a < kNodeAtoms; ++a) z[a] = b;
+            for (int c = 0; c < C; ++c) {
+              const T wm = md.w(lb + oW + c * rows + o), wo = md.w(lb + oV + c * rows + o);
+              for (int a = 0; a < kNodeAtoms; ++a)
+                if (a < nb) z[a] += wm * mo(a * 2 * KC + c) + wo * mo(a * 2 * KC + KC + c);
+            }
+            for (int a = 0; a < nb; ++a) {
+              if (n < C) {
+                zv(i0 + a, o) = z[a];
+                act(a * KC + o) = silu(z[a]);
+              } else {
+                gamv(i0 + a, o) = z[a];
+                gs(a * LCs + o) = z[a];
+              }
             }
           });
           team.team_barrier();
           // equivariant mixes of l >= 1, gated
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (K - 1) * C), [&](int n) {
             const int k = 1 + n / C, o = n % C, l = degree_of(k);
-            T zz = 0;
-            for (int c = 0; c < C; ++c)
-              zz += md.w(lb + md.o_Wmt[l] + c * C + o) * mv(i, k * C + c) +
-                    md.w(lb + md.o_Wot[l] + c * C + o) * ov(i, k * C + c);
-            zv(i, k * C + o) = zz;
-            act(k * C + o) = zz * sigmoid(gamv(i, (l - 1) * C + o));
+            T zz[kNodeAtoms];
+            for (int a = 0; a < kNodeAtoms; ++a) zz[a] = 0;
+            for (int c = 0; c < C; ++c) {
+              const T wm = md.w(lb + md.o_Wmt[l] + c * C + o), wo = md.w(lb + md.o_Wot[l] + c * C + o);
+              for (int a = 0; a < kNodeAtoms; ++a)
+                if (a < nb) zz[a] += wm * mo(a * 2 * KC + k * C + c) + wo * mo(a * 2 * KC + KC + k * C + c);
+            }
+            for (int a = 0; a < nb; ++a) {
+              zv(i0 + a, k * C + o) = zz[a];
+              act(a * KC + k * C + o) = zz[a] * sigmoid(gs(a * LCs + (l - 1) * C + o));
+            }
           });
           team.team_barrier();
           // update + residual
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, o = n % C, l = degree_of(k);
-            T v = h(i, n);
-            for (int c = 0; c < C; ++c) v += md.w(lb + md.o_Wut[l] + c * C + o) * act(k * C + c);
-            hpv(i, n) = v;
+            T v[kNodeAtoms];
+            for (int a = 0; a < kNodeAtoms; ++a) v[a] = a < nb ? h(i0 + a, n) : T(0);
+            for (int c = 0; c < C; ++c) {
+              const T wu = md.w(lb + md.o_Wut[l] + c * C + o);
+              for (int a = 0; a < kNodeAtoms; ++a)
+                if (a < nb) v[a] += wu * act(a * KC + k * C + c);
+            }
+            for (int a = 0; a < nb; ++a) {
+              hpv(i0 + a, n) = v[a];
+              hps(a * KC + n) = v[a];
+            }
           });
           team.team_barrier();
-          // RMS norm per degree l
-          for (int l = 0; l <= L; ++l) {
-            const int n0 = l * l * C, n1 = (l + 1) * (l + 1) * C;
+          // RMS norm per atom and degree l: one thread per (atom, l) sums its (2l + 1) C squares
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (L + 1)), [&](int n) {
+            const int a = n / (L + 1), l = n % (L + 1);
             T ss = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::TeamThreadRange(team, n0, n1), [&](int n, T& acc) { acc += hpv(i, n) * hpv(i, n); }, ss);
+            for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps(a * KC + x_) * hps(a * KC + x_);
             const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
-            Kokkos::single(Kokkos::PerTeam(team), [&]() { rmsv(i, l) = rms; });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0, n1), [&](int n) {
-              hn(i, n) = hpv(i, n) * md.w(lb + md.o_gn[l] + n % C) / rms;
-            });
-          }
+            rmsv(i0 + a, l) = rms;
+            rs(a * (kMaxL + 1) + l) = rms;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
+            const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
+            hn(i0 + a, x_) = hps(n) * md.w(lb + md.o_gn[l] + x_ % C) / rs(a * (kMaxL + 1) + l);
+          });
         });
     // Ghost features of the last layer's output are never read (the readout is per local atom), so the
     // exchange after it is skipped. Every rank takes the same branch: the LAMMPS exchange is collective.
@@ -851,12 +896,16 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   for (int a = 0; a < 6; ++a) out.virial[a] = 0;
   const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(nl) && nl > 0;
   auto eatom = out.eatom;
-  // zero fills on the execution space: a plain deep_copy(view, value) fences before and after (Kokkos 3.4), i.e.
-  // the host would wait for the GPU twice per fill
-  auto zero_rows = [na](const FeatureView& v) {
-    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(v, Kokkos::make_pair(0, na), Kokkos::ALL()), T(0));
+  // Zero fill of the ghost rows of a layer-input adjoint (the node adjoint writes the owned rows whole before the
+  // edge kernels add to them). One thread per value, on the execution space: Kokkos 3.4's deep_copy(view, value)
+  // fences before and after, and its fill of whole (n_all, KC) arrays took ~490 us at ~1e5 atoms on the H200.
+  auto zero_ghost_rows = [nl, na, KC](const FeatureView& v) {
+    if (na <= nl) return;
+    T* p = v.data();
+    Kokkos::parallel_for(
+        "bm_zero_ghost_rows", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(int64_t(nl) * KC, int64_t(na) * KC),
+        KOKKOS_LAMBDA(int64_t x) { p[x] = T(0); });
   };
-  zero_rows(dh);
   // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
   Kokkos::parallel_reduce(
       "bm_readout",
@@ -864,7 +913,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
       KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
         const int i = team.league_rank();
         const int s = species(i);
+        // dE/dh of the readout: whole rows (only l = 0 is non-zero), so that dh needs no zero fill
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C, KC), [&](int x_) { dh(i, x_) = T(0); });
         if (s < 0) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { dh(i, c) = T(0); });
           if (want_eatom && team.team_rank() == 0) eatom(i) = 0;
           return;
         }
@@ -915,71 +967,105 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
-    zero_rows(dhin);
-    // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar
+    // (layer 0 through the embedding-input kernels writes no input adjoint: nothing reads it)
+    if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput)) zero_ghost_rows(dhin);
+    // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
+    // the forward (each weight read once for the block; the atoms' rows in team scratch)
     Kokkos::parallel_for(
-        "bm_node_adjoint", node_policy(nl, node_adj_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
-          const int i = team.league_rank();
-          ScratchT dhp(team.team_scratch(0), KC), da(team.team_scratch(0), KC), dz(team.team_scratch(0), KC),
-              dgam(team.team_scratch(0), L * C > 0 ? L * C : 1);
-          // RMS norm, per degree l
-          for (int l = 0; l <= L; ++l) {
-            const int n0 = l * l * C, n1 = (l + 1) * (l + 1) * C;
-            const T rms = rmsv(i, l);
+        "bm_node_adjoint", node_policy(node_blocks, node_adj_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
+          const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
+          // dhp: dE/dh then, in place, dE/d(update output); hps: the update's output, later dE/do
+          ScratchT dhp(team.team_scratch(0), nba * KC), hps(team.team_scratch(0), nba * KC),
+              da(team.team_scratch(0), nba * KC), dz(team.team_scratch(0), nba * KC),
+              dgam(team.team_scratch(0), nba * LCs), coef(team.team_scratch(0), nba * (kMaxL + 1));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
+            const int a = n / KC, x_ = n % KC;
+            dhp(n) = dh(i0 + a, x_);
+            hps(n) = hpv(i0 + a, x_);
+          });
+          team.team_barrier();
+          // RMS norm, per atom and degree l: one thread per (atom, l)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (L + 1)), [&](int n) {
+            const int a = n / (L + 1), l = n % (L + 1);
+            const T rms = rmsv(i0 + a, l);
             T dot = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::TeamThreadRange(team, n0, n1),
-                [&](int n, T& acc) { acc += dh(i, n) * md.w(lb + md.o_gn[l] + n % C) * hpv(i, n); }, dot);
-            const T coef = dot / (T((2 * l + 1) * C) * rms * rms * rms);
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n0, n1), [&](int n) {
-              const T v = md.w(lb + md.o_gn[l] + n % C) * dh(i, n) / rms - hpv(i, n) * coef;
-              dhp(n) = v;
-              dhin(i, n) = v;  // residual
-            });
-          }
+            for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_)
+              dot += dhp(a * KC + x_) * md.w(lb + md.o_gn[l] + x_ % C) * hps(a * KC + x_);
+            coef(a * (kMaxL + 1) + l) = dot / (T((2 * l + 1) * C) * rms * rms * rms);
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
+            const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
+            const T v = md.w(lb + md.o_gn[l] + x_ % C) * dhp(n) / rmsv(i0 + a, l) - hps(n) * coef(a * (kMaxL + 1) + l);
+            dhp(n) = v;
+            dhin(i0 + a, x_) = v;  // residual
+          });
           team.team_barrier();
           // update -> activations -> mix outputs (SiLU for l = 0, gated for l >= 1)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
-            T acc = 0;
-            for (int o = 0; o < C; ++o) acc += md.w(lb + md.o_Wu[l] + o * C + c) * dhp(k * C + o);
-            da(n) = acc;
-            dz(n) = k == 0 ? acc * silu_grad(zv(i, c)) : acc * sigmoid(gamv(i, (l - 1) * C + c));
+            T acc[kNodeAtoms];
+            for (int a = 0; a < kNodeAtoms; ++a) acc[a] = 0;
+            for (int o = 0; o < C; ++o) {
+              const T wu = md.w(lb + md.o_Wu[l] + o * C + c);
+              for (int a = 0; a < kNodeAtoms; ++a)
+                if (a < nb) acc[a] += wu * dhp(a * KC + k * C + o);
+            }
+            for (int a = 0; a < nb; ++a) {
+              da(a * KC + n) = acc[a];
+              dz(a * KC + n) = k == 0 ? acc[a] * silu_grad(zv(i0 + a, c))
+                                      : acc[a] * sigmoid(gamv(i0 + a, (l - 1) * C + c));
+            }
           });
           team.team_barrier();
           // gate pre-activations
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, L * C), [&](int n) {
-            const int l = 1 + n / C, c = n % C;
-            const T sg = sigmoid(gamv(i, n));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * L * C), [&](int n) {
+            const int a = n / (L * C), lc = n % (L * C), l = 1 + lc / C, c = lc % C;
+            const T sg = sigmoid(gamv(i0 + a, lc));
             T acc = 0;
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k) acc += da(k * C + c) * zv(i, k * C + c);
-            dgam(n) = acc * sg * (T(1) - sg);
+            for (int k = l * l; k < (l + 1) * (l + 1); ++k) acc += da(a * KC + k * C + c) * zv(i0 + a, k * C + c);
+            dgam(a * LCs + lc) = acc * sg * (T(1) - sg);
           });
           team.team_barrier();
           // mixes -> dE/dm, dE/do
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
-            T am = 0, ao = 0;
+            T am[kNodeAtoms], ao[kNodeAtoms];
+            for (int a = 0; a < kNodeAtoms; ++a) am[a] = ao[a] = 0;
             const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
             for (int o = 0; o < C; ++o) {
-              am += md.w(lb + oM + o * C + c) * dz(k * C + o);
-              ao += md.w(lb + oO + o * C + c) * dz(k * C + o);
+              const T wm = md.w(lb + oM + o * C + c), wo = md.w(lb + oO + o * C + c);
+              for (int a = 0; a < kNodeAtoms; ++a)
+                if (a < nb) {
+                  const T g = dz(a * KC + k * C + o);
+                  am[a] += wm * g;
+                  ao[a] += wo * g;
+                }
             }
             if (k == 0)
               for (int o = 0; o < L * C; ++o) {
-                am += md.w(lb + md.o_Wgm + o * C + c) * dgam(o);
-                ao += md.w(lb + md.o_Wgo + o * C + c) * dgam(o);
+                const T wm = md.w(lb + md.o_Wgm + o * C + c), wo = md.w(lb + md.o_Wgo + o * C + c);
+                for (int a = 0; a < kNodeAtoms; ++a)
+                  if (a < nb) {
+                    am[a] += wm * dgam(a * LCs + o);
+                    ao[a] += wo * dgam(a * LCs + o);
+                  }
               }
-            dmv(i, n) = am;
-            dov(i, n) = ao;
+            for (int a = 0; a < nb; ++a) {
+              dmv(i0 + a, n) = am[a];
+              dov(i0 + a, n) = ao[a];
+              hps(a * KC + n) = ao[a];  // (the update's output is no longer read)
+            }
           });
+          if (fused) return;  // the fused kernels do not read obar
           team.team_barrier();
           // per-head dE/do . o (the softmax adjoint of the reference backend uses it)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, A), [&](int a) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * A), [&](int n) {
+            const int a = n / A, hd = n % A;
             T acc = 0;
             for (int k = 0; k < K; ++k)
-              for (int c = a * CperA; c < (a + 1) * CperA; ++c) acc += dov(i, k * C + c) * ov(i, k * C + c);
-            obar(i, a) = acc;
+              for (int c = hd * CperA; c < (hd + 1) * CperA; ++c) acc += hps(a * KC + k * C + c) * ov(i0 + a, k * C + c);
+            obar(i0 + a, hd) = acc;
           });
         });
     if (fused) {

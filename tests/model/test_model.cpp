@@ -486,6 +486,22 @@ TEST(ModelEnv, LayerRoleSwitches) {
   }
 }
 
+// The node kernels take blocks of BATMOBILE_NODE_ATOMS atoms per team (default 4; each weight read once per block).
+// The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial block, blocks of 3 do not. Any block
+// size gives the default's results to rounding (only the RMS sums' order differs); other values are errors.
+TEST(ModelEnv, NodeAtomBlocks) {
+  Reference r = read_reference("periodic");
+  for (const char* bad : {"0", "5", "x", ""}) {
+    setenv("BATMOBILE_NODE_ATOMS", bad, 1);
+    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  }
+  unsetenv("BATMOBILE_NODE_ATOMS");
+  for (const char* nba : {"1", "2", "3"}) {
+    expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
+    expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
+  }
+}
+
 static void expect_load_error(const std::string& file, const std::string& fragment) {
   try {
     load_model_file(file);
