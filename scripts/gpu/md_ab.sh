@@ -2,10 +2,13 @@
 # One device call on any GPU kind (one GPU is enough; repo root, .carry/ carried): builds LAMMPS + KOKKOS(CUDA) with
 # Batmobile (scripts/build_lammps.sh, ~380 s on 16 cores), then, on GPU 0 with nothing else running,
 #   1. the same-call MD A/B runs listed in BATMOBILE_MD_AB ("VAR=VALUE[+VAR=VALUE]:name ...", ':name' required;
-#      each runs 648 atoms x 1,000 steps and 10,368 x 100, fp32 kernels, no reference; 40 s limit each),
+#      each runs BATMOBILE_MD_AB_CASES, default 648 atoms x 1,000 steps and 10,368 x 100, fp32 kernels, no
+#      reference; 40 s limit each), then those in BATMOBILE_MD_AB_LARGE on BATMOBILE_MD_AB_LARGE_CASES (default
+#      97,200 atoms x 30 steps; 45 s limit each; names distinct from the first list's),
 #   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
 #      reference, 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
+#   4. (BATMOBILE_MD_NCU=REGEX, after 3.) an Nsight Compute report of the matching kernels of one MD step, see below.
 #   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
 #      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
 #      launches) into OUTDIR/gpu_profile_<atoms>.txt.
@@ -41,14 +44,32 @@ if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
     head -n 4 "$OUT/gpu_profile_$n.txt" 2>/dev/null
   done
 fi
-for ab in ${BATMOBILE_MD_AB:-}; do
-  name=${ab#*:}
-  [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
-  IFS=+ read -r -a vars <<<"${ab%%:*}"
-  env "${vars[@]}" BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
-    timeout 40 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/$name" > "$OUT/$name.log" 2>&1
-  say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$OUT/$name/md_raw.txt" 2>/dev/null)"
-done
+if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
+  # Nsight Compute of the kernels matching BATMOBILE_MD_NCU (regex on the demangled name, e.g. InteractionKernel) in
+  # the first MD step after set-up (LAUNCH_SKIP: the matching launches of the two set-up computes) of
+  # BATMOBILE_MD_NCU_CASE (atoms:rx:ry:rz, default 10,368 atoms)
+  IFS=: read -r n rx ry rz <<<"${BATMOBILE_MD_NCU_CASE:-10368:2:2:4}"
+  timeout "${BATMOBILE_MD_NCU_TIMEOUT:-150}" ncu --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats \
+    --kernel-name-base demangled -k "regex:$BATMOBILE_MD_NCU" -s "${BATMOBILE_MD_NCU_LAUNCH_SKIP:-12}" \
+    -c "${BATMOBILE_MD_NCU_COUNT:-6}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
+    -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+    -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec single > "$OUT/ncu_$n.txt" 2>&1 ||
+    say "ncu failed or timed out (ncu_$n.txt)"
+  say "ncu $n atoms: $(grep -c "Section: WarpStateStats" "$OUT/ncu_$n.txt") kernels profiled"
+fi
+ab_runs() {  # ab_runs "SETTINGS" "CASES" TIMEOUT: each setting on the cases, in its own process
+  for ab in $1; do
+    name=${ab#*:}
+    [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
+    IFS=+ read -r -a vars <<<"${ab%%:*}"
+    env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
+      timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/$name" > "$OUT/$name.log" 2>&1
+    say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$OUT/$name/md_raw.txt" 2>/dev/null)"
+  done
+}
+ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40
+ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45
 LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
 if [ "$LEFT" -gt 30 ]; then
   say "MD benchmark (at most ${LEFT}s)"

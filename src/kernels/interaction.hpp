@@ -95,6 +95,7 @@ struct LayerParams {
   using V1 = Kokkos::View<const T*, Device>;
   using V2 = Kokkos::View<const T**, Kokkos::LayoutRight, Device>;
   V2 W1, W2t, Wg, Wq, Wk;
+  V2 WqT, WkT;  // (C, A dk): ProjectQK's forward reads them, consecutive threads consecutive addresses
   V1 b1;
   // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
   Kokkos::View<const float*, Device> W2tc;
@@ -205,6 +206,8 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   p.Wg = mk(Wg, A, NB, false, "Wg");
   p.Wq = mk(Wq, A * dk, C, false, "Wq");
   p.Wk = mk(Wk, A * dk, C, false, "Wk");
+  p.WqT = mk(Wq, A * dk, C, true, "WqT");
+  p.WkT = mk(Wk, A * dk, C, true, "WkT");
   auto b = mk(b1, 1, H, false, "b1");
   p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
   if (std::is_same<T, float>::value && H % MmaTile::K == 0 && (2 * P * C) % MmaTile::M == 0) {
@@ -1175,14 +1178,15 @@ struct InteractionKernel {
 
 // q(n) = Wq . h(n, 0, :) for receivers, k(n) = Wk . h(n, 0, :) for all atoms; and the adjoint. One thread per
 // output value, flat index n * adk + x (forward) or n * C + c (adjoint): consecutive threads write consecutive
-// addresses and read the same h / gq / gk row. (A 2-D MDRange had put consecutive threads on consecutive atoms,
-// rows C / adk apart: the forward took ~390 us and the adjoint ~570 us at ~1e5 atoms on the H200.)
+// addresses, read the same h / gq / gk row and consecutive weights (the forward from the transposed WqT, WkT). A 2-D
+// MDRange had put consecutive threads on consecutive atoms, rows C / adk apart: 390 / 570 us per call (forward /
+// adjoint) at 97,200 atoms on the H200; flat over Wq, Wk (rows C apart for the forward's threads): 970 / 160.
 template <class T, class Device>
 struct ProjectQK {
   struct Adjoint {};
   Kokkos::View<const T***, Kokkos::LayoutRight, Device> h;
   Kokkos::View<T***, Kokkos::LayoutRight, Device> gh;
-  Kokkos::View<const T**, Kokkos::LayoutRight, Device> Wq, Wk;
+  Kokkos::View<const T**, Kokkos::LayoutRight, Device> Wq, Wk, WqT, WkT;
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, gq, gk;
   int n_recv, C, adk;
   KOKKOS_INLINE_FUNCTION void operator()(const int64_t idx) const {
@@ -1190,8 +1194,8 @@ struct ProjectQK {
     T sq = 0, sk = 0;
     for (int c = 0; c < C; ++c) {
       const T hv = h(n, 0, c);
-      sk += Wk(x, c) * hv;
-      if (n < n_recv) sq += Wq(x, c) * hv;
+      sk += WkT(c, x) * hv;
+      if (n < n_recv) sq += WqT(c, x) * hv;
     }
     k(n, x) = sk;
     if (n < n_recv) q(n, x) = sq;
@@ -1493,7 +1497,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
   work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
   if (ATTN) {
-    ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
+    ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, prm.WqT, prm.WkT, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for("batmobile::project_qk",
                          Kokkos::RangePolicy<exec, Kokkos::IndexType<int64_t>>(0, int64_t(g.n_total) * prm.A * prm.dk),
                          pq);
@@ -1548,7 +1552,7 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     if (concurrent) work.lanes->join();
   });
   if (ATTN && !(ROLE & kEmbeddingInput)) {
-    ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
+    ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, prm.WqT, prm.WkT, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for("batmobile::project_qk_adj",
                          Kokkos::RangePolicy<exec, typename ProjectQK<T, Device>::Adjoint, Kokkos::IndexType<int64_t>>(
                              0, int64_t(g.n_total) * prm.C),

@@ -73,7 +73,7 @@ struct ModelData {
   int L = 0, K = 0, C = 0, T_layers = 0, NB = 0, H = 0, A = 0, dk = 0, Hr = 0, P = 0, nnz = 0;
   T r_c = 0, inv_avg = 0, energy_scale = 0;
   // Offsets into `w`: globals, then one block of `layer_size` per layer with identical internal offsets.
-  int o_embed = 0, o_rW1 = 0, o_rb1 = 0, o_rw2 = 0, o_rb2 = 0, layer_base = 0, layer_size = 0;
+  int o_embed = 0, o_rW1 = 0, o_rW1t = 0, o_rb1 = 0, o_rw2 = 0, o_rb2 = 0, layer_base = 0, layer_size = 0;
   int o_W1 = 0, o_b1 = 0, o_W2 = 0, o_W2t = 0, o_Wg = 0, o_Wq = 0, o_Wk = 0, o_Wm0 = 0, o_Wo0 = 0, o_b0 = 0, o_Wgm = 0,
       o_Wgo = 0, o_bg = 0;
   int o_Wm[kMaxL + 1] = {}, o_Wo[kMaxL + 1] = {}, o_Wu[kMaxL + 1] = {}, o_gn[kMaxL + 1] = {};

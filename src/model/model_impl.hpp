@@ -167,6 +167,51 @@ KOKKOS_INLINE_FUNCTION void tensor_product(const D& md, const T* hj, const T* w,
   }
 }
 
+// Node kernels' atom blocks in team scratch are laid out [feature][atom], kNodeAtoms atoms (padding atoms zero), so
+// that one vector load gives a feature of every atom of the block.
+template <class T>
+struct alignas(kNodeAtoms * sizeof(T)) BlockAtoms {
+  T v[kNodeAtoms];
+};
+template <class T>
+KOKKOS_INLINE_FUNCTION BlockAtoms<T> block_row(const T* x, int f) {
+  return *reinterpret_cast<const BlockAtoms<T>*>(x + kNodeAtoms * f);
+}
+// acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's atoms a. Eight iterations at a time, so that their loads
+// are in flight together: a GPU's first read of a weight comes from L2, and one iteration at a time left the node
+// kernels waiting on it (54 us for the 648-atom forward on the H200, ~40x its arithmetic).
+template <class T>
+KOKKOS_INLINE_FUNCTION void block_fma(const T* w, int ws, const T* x, int n, T* acc) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int u = 0; u < 8; ++u) {
+      const T wc = w[(c + u) * ws];
+      const BlockAtoms<T> xv = block_row(x, c + u);
+      for (int a = 0; a < kNodeAtoms; ++a) acc[a] += wc * xv.v[a];
+    }
+  for (; c < n; ++c) {
+    const T wc = w[c * ws];
+    const BlockAtoms<T> xv = block_row(x, c);
+    for (int a = 0; a < kNodeAtoms; ++a) acc[a] += wc * xv.v[a];
+  }
+}
+// Two weight columns against the same rows: acc_a[a] += sum_c wa[c ws] x[c][a], acc_b[a] += sum_c wb[c ws] x[c][a].
+template <class T>
+KOKKOS_INLINE_FUNCTION void block_fma2(const T* wa, const T* wb, int ws, const T* x, int n, T* acc_a, T* acc_b) {
+  int c = 0;
+  auto step = [&](int cc) {
+    const T ca = wa[cc * ws], cb = wb[cc * ws];
+    const BlockAtoms<T> xv = block_row(x, cc);
+    for (int a = 0; a < kNodeAtoms; ++a) {
+      acc_a[a] += ca * xv.v[a];
+      acc_b[a] += cb * xv.v[a];
+    }
+  };
+  for (; c + 8 <= n; c += 8)
+    for (int u = 0; u < 8; ++u) step(c + u);
+  for (; c < n; ++c) step(c);
+}
+
 struct V6 {
   double v[6];
   KOKKOS_INLINE_FUNCTION V6() {
@@ -302,6 +347,12 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
   md.o_rb1 = append("readout.b1");
   md.o_rw2 = append("readout.w2");
   md.o_rb2 = append("readout.b2");
+  {  // readout.W1 transposed, (C, Hr): the readout's threads over hidden units then read consecutive addresses
+    const auto& W = file.tensors.at("readout.W1").values;
+    md.o_rW1t = static_cast<int>(host.size());
+    for (int c = 0; c < C; ++c)
+      for (int r = 0; r < hp.Hr; ++r) host.push_back(W[static_cast<size_t>(r) * C + c]);
+  }
   md.layer_base = static_cast<int>(host.size());
   for (int t = 0; t < hp.T; ++t) {
     const std::string p = "layers." + std::to_string(t) + ".";
@@ -629,14 +680,11 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto node_policy = [node_team](int n, size_t bytes) {
     return Kokkos::TeamPolicy<ExecSpace>(n, node_team).set_scratch_size(0, Kokkos::PerTeam(bytes));
   };
-  // node kernels: a team per block of nba atoms (node_atoms_ <= kNodeAtoms); scratch for the block's rows
+  // node kernels: a team per block of nba atoms (node_atoms_ <= kNodeAtoms); team scratch for the block's rows,
+  // kNodeAtoms wide ([feature][atom]), plus alignment
   const int nba = node_atoms_, node_blocks = (nl + nba - 1) / nba, LCs = std::max(1, L * C);
-  const size_t node_scratch = ScratchT::shmem_size(nba * 2 * KC) + 2 * ScratchT::shmem_size(nba * KC) +
-                              ScratchT::shmem_size(nba * LCs) +
-                              ScratchT::shmem_size(nba * (kMaxL + 1)) + 256;
-  const size_t node_adj_scratch = 4 * ScratchT::shmem_size(nba * KC) +
-                                  ScratchT::shmem_size(nba * LCs) +
-                                  ScratchT::shmem_size(nba * (kMaxL + 1)) + 256;
+  // (forward: m and o, activations, update, gates, RMS; adjoint: dE/dh, update, da, dz, gates, norm coefficients)
+  const size_t node_scratch = sizeof(T) * kNodeAtoms * (4 * KC + LCs + kMaxL + 1) + 64;
   auto x = graph.x;
   auto species = graph.species;
   auto roff = graph.recv_offsets;
@@ -783,18 +831,22 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     }
     // Node update of the owned atoms: a team per block of nba atoms (node_atoms_), threads over (component,
     // channel) items, stages separated by team barriers (gates before gated activations, activations before the
-    // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block (their
-    // m, o, activations and updates live in team scratch): the weights had been read once per atom, which made
-    // the kernel bound by its weight loads at ~1e5 atoms.
+    // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose m, o,
+    // activations and updates live in team scratch ([feature][atom], block_row): the weights had been read once per
+    // atom, and each with the latency of its own load.
     Kokkos::parallel_for(
         "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
-          ScratchT mo(team.team_scratch(0), nba * 2 * KC), act(team.team_scratch(0), nba * KC),
-              hps(team.team_scratch(0), nba * KC), gs(team.team_scratch(0), nba * LCs),
-              rs(team.team_scratch(0), nba * (kMaxL + 1));
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * 2 * KC), [&](int n) {
-            const int a = n / (2 * KC), x_ = n % (2 * KC);
-            mo(n) = x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
+          constexpr int NA = kNodeAtoms;
+          T* mo = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (2 KC, NA)
+          T* act = mo + 2 * KC * NA;                                                             // (KC, NA)
+          T* hps = act + KC * NA;                                                                // (KC, NA)
+          T* gs = hps + KC * NA;                                                                 // (L C, NA)
+          T* rs = gs + LCs * NA;                                                                 // (L + 1, NA)
+          const T* w = md.w.data() + lb;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * KC * NA), [&](int n) {
+            const int a = n % NA, x_ = n / NA;
+            mo[n] = a >= nb ? T(0) : x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
           });
           team.team_barrier();
           // scalar mix + SiLU, and the gate pre-activations of l >= 1
@@ -802,21 +854,17 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int o = n < C ? n : n - C;
             // transposed weights (in, out): element (o, c) at c * rows + o
             const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
-            const T b = md.w(lb + (n < C ? md.o_b0 : md.o_bg) + o);
-            T z[kNodeAtoms];
-            for (int a = 0; a < kNodeAtoms; ++a) z[a] = b;
-            for (int c = 0; c < C; ++c) {
-              const T wm = md.w(lb + oW + c * rows + o), wo = md.w(lb + oV + c * rows + o);
-              for (int a = 0; a < kNodeAtoms; ++a)
-                if (a < nb) z[a] += wm * mo(a * 2 * KC + c) + wo * mo(a * 2 * KC + KC + c);
-            }
-            for (int a = 0; a < nb; ++a) {
+            T z[NA];
+            for (int a = 0; a < NA; ++a) z[a] = w[(n < C ? md.o_b0 : md.o_bg) + o];
+            block_fma(w + oW + o, rows, mo, C, z);
+            block_fma(w + oV + o, rows, mo + KC * NA, C, z);
+            for (int a = 0; a < NA; ++a) {
               if (n < C) {
-                zv(i0 + a, o) = z[a];
-                act(a * KC + o) = silu(z[a]);
+                if (a < nb) zv(i0 + a, o) = z[a];
+                act[o * NA + a] = silu(z[a]);
               } else {
-                gamv(i0 + a, o) = z[a];
-                gs(a * LCs + o) = z[a];
+                if (a < nb) gamv(i0 + a, o) = z[a];
+                gs[o * NA + a] = z[a];
               }
             }
           });
@@ -824,32 +872,25 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           // equivariant mixes of l >= 1, gated
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (K - 1) * C), [&](int n) {
             const int k = 1 + n / C, o = n % C, l = degree_of(k);
-            T zz[kNodeAtoms];
-            for (int a = 0; a < kNodeAtoms; ++a) zz[a] = 0;
-            for (int c = 0; c < C; ++c) {
-              const T wm = md.w(lb + md.o_Wmt[l] + c * C + o), wo = md.w(lb + md.o_Wot[l] + c * C + o);
-              for (int a = 0; a < kNodeAtoms; ++a)
-                if (a < nb) zz[a] += wm * mo(a * 2 * KC + k * C + c) + wo * mo(a * 2 * KC + KC + k * C + c);
-            }
-            for (int a = 0; a < nb; ++a) {
-              zv(i0 + a, k * C + o) = zz[a];
-              act(a * KC + k * C + o) = zz[a] * sigmoid(gs(a * LCs + (l - 1) * C + o));
+            T zz[NA];
+            for (int a = 0; a < NA; ++a) zz[a] = 0;
+            block_fma(w + md.o_Wmt[l] + o, C, mo + k * C * NA, C, zz);
+            block_fma(w + md.o_Wot[l] + o, C, mo + (KC + k * C) * NA, C, zz);
+            for (int a = 0; a < NA; ++a) {
+              if (a < nb) zv(i0 + a, k * C + o) = zz[a];
+              act[(k * C + o) * NA + a] = zz[a] * sigmoid(gs[((l - 1) * C + o) * NA + a]);
             }
           });
           team.team_barrier();
           // update + residual
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, o = n % C, l = degree_of(k);
-            T v[kNodeAtoms];
-            for (int a = 0; a < kNodeAtoms; ++a) v[a] = a < nb ? h(i0 + a, n) : T(0);
-            for (int c = 0; c < C; ++c) {
-              const T wu = md.w(lb + md.o_Wut[l] + c * C + o);
-              for (int a = 0; a < kNodeAtoms; ++a)
-                if (a < nb) v[a] += wu * act(a * KC + k * C + c);
-            }
-            for (int a = 0; a < nb; ++a) {
-              hpv(i0 + a, n) = v[a];
-              hps(a * KC + n) = v[a];
+            T v[NA];
+            for (int a = 0; a < NA; ++a) v[a] = a < nb ? h(i0 + a, n) : T(0);
+            block_fma(w + md.o_Wut[l] + o, C, act + k * C * NA, C, v);
+            for (int a = 0; a < NA; ++a) {
+              if (a < nb) hpv(i0 + a, n) = v[a];
+              hps[n * NA + a] = v[a];
             }
           });
           team.team_barrier();
@@ -857,15 +898,15 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (L + 1)), [&](int n) {
             const int a = n / (L + 1), l = n % (L + 1);
             T ss = 0;
-            for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps(a * KC + x_) * hps(a * KC + x_);
+            for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps[x_ * NA + a] * hps[x_ * NA + a];
             const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
             rmsv(i0 + a, l) = rms;
-            rs(a * (kMaxL + 1) + l) = rms;
+            rs[l * NA + a] = rms;
           });
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
             const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
-            hn(i0 + a, x_) = hps(n) * md.w(lb + md.o_gn[l] + x_ % C) / rs(a * (kMaxL + 1) + l);
+            hn(i0 + a, x_) = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
           });
         });
     // Ghost features of the last layer's output are never read (the readout is per local atom), so the
@@ -926,7 +967,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             Kokkos::TeamThreadRange(team, md.Hr),
             [&](int r, T& acc) {
               T a = md.w(md.o_rb1 + r);
-              for (int c = 0; c < C; ++c) a += md.w(md.o_rW1 + r * C + c) * hT(i, c);
+              for (int c = 0; c < C; ++c) a += md.w(md.o_rW1t + c * md.Hr + r) * hT(i, c);
               acc += md.w(md.o_rw2 + r) * silu(a);
               dpre(r) = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
             },
@@ -970,18 +1011,23 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // (layer 0 through the embedding-input kernels writes no input adjoint: nothing reads it)
     if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput)) zero_ghost_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
-    // the forward (each weight read once for the block; the atoms' rows in team scratch)
+    // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
     Kokkos::parallel_for(
-        "bm_node_adjoint", node_policy(node_blocks, node_adj_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
+        "bm_node_adjoint", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
-          // dhp: dE/dh then, in place, dE/d(update output); hps: the update's output, later dE/do
-          ScratchT dhp(team.team_scratch(0), nba * KC), hps(team.team_scratch(0), nba * KC),
-              da(team.team_scratch(0), nba * KC), dz(team.team_scratch(0), nba * KC),
-              dgam(team.team_scratch(0), nba * LCs), coef(team.team_scratch(0), nba * (kMaxL + 1));
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
-            const int a = n / KC, x_ = n % KC;
-            dhp(n) = dh(i0 + a, x_);
-            hps(n) = hpv(i0 + a, x_);
+          constexpr int NA = kNodeAtoms;
+          // dhp: dE/dh, then in place dE/d(update output); hps: the update's output, later dE/do (reference backend)
+          T* dhp = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (KC, NA)
+          T* hps = dhp + KC * NA;                                                                        // (KC, NA)
+          T* da = hps + KC * NA;                                                                         // (KC, NA)
+          T* dz = da + KC * NA;                                                                          // (KC, NA)
+          T* dgam = dz + KC * NA;                                                                        // (L C, NA)
+          T* coef = dgam + LCs * NA;                                                                     // (L + 1, NA)
+          const T* w = md.w.data() + lb;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC * NA), [&](int n) {
+            const int a = n % NA, x_ = n / NA;
+            dhp[n] = a < nb ? dh(i0 + a, x_) : T(0);
+            hps[n] = a < nb ? hpv(i0 + a, x_) : T(0);
           });
           team.team_barrier();
           // RMS norm, per atom and degree l: one thread per (atom, l)
@@ -990,71 +1036,56 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const T rms = rmsv(i0 + a, l);
             T dot = 0;
             for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_)
-              dot += dhp(a * KC + x_) * md.w(lb + md.o_gn[l] + x_ % C) * hps(a * KC + x_);
-            coef(a * (kMaxL + 1) + l) = dot / (T((2 * l + 1) * C) * rms * rms * rms);
+              dot += dhp[x_ * NA + a] * w[md.o_gn[l] + x_ % C] * hps[x_ * NA + a];
+            coef[l * NA + a] = dot / (T((2 * l + 1) * C) * rms * rms * rms);
           });
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
             const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
-            const T v = md.w(lb + md.o_gn[l] + x_ % C) * dhp(n) / rmsv(i0 + a, l) - hps(n) * coef(a * (kMaxL + 1) + l);
-            dhp(n) = v;
+            const T v = w[md.o_gn[l] + x_ % C] * dhp[x_ * NA + a] / rmsv(i0 + a, l) - hps[x_ * NA + a] * coef[l * NA + a];
+            dhp[x_ * NA + a] = v;
             dhin(i0 + a, x_) = v;  // residual
           });
           team.team_barrier();
           // update -> activations -> mix outputs (SiLU for l = 0, gated for l >= 1)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
-            T acc[kNodeAtoms];
-            for (int a = 0; a < kNodeAtoms; ++a) acc[a] = 0;
-            for (int o = 0; o < C; ++o) {
-              const T wu = md.w(lb + md.o_Wu[l] + o * C + c);
-              for (int a = 0; a < kNodeAtoms; ++a)
-                if (a < nb) acc[a] += wu * dhp(a * KC + k * C + o);
-            }
-            for (int a = 0; a < nb; ++a) {
-              da(a * KC + n) = acc[a];
-              dz(a * KC + n) = k == 0 ? acc[a] * silu_grad(zv(i0 + a, c))
-                                      : acc[a] * sigmoid(gamv(i0 + a, (l - 1) * C + c));
+            T acc[NA];
+            for (int a = 0; a < NA; ++a) acc[a] = 0;
+            block_fma(w + md.o_Wu[l] + c, C, dhp + k * C * NA, C, acc);
+            for (int a = 0; a < NA; ++a) {
+              da[n * NA + a] = acc[a];
+              dz[n * NA + a] = a >= nb   ? T(0)
+                               : k == 0 ? acc[a] * silu_grad(zv(i0 + a, c))
+                                        : acc[a] * sigmoid(gamv(i0 + a, (l - 1) * C + c));
             }
           });
           team.team_barrier();
           // gate pre-activations
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * L * C), [&](int n) {
-            const int a = n / (L * C), lc = n % (L * C), l = 1 + lc / C, c = lc % C;
-            const T sg = sigmoid(gamv(i0 + a, lc));
-            T acc = 0;
-            for (int k = l * l; k < (l + 1) * (l + 1); ++k) acc += da(a * KC + k * C + c) * zv(i0 + a, k * C + c);
-            dgam(a * LCs + lc) = acc * sg * (T(1) - sg);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, L * C * NA), [&](int n) {
+            const int a = n % NA, lc = n / NA, l = 1 + lc / C, c = lc % C;
+            T g = 0;
+            if (a < nb) {
+              const T sg = sigmoid(gamv(i0 + a, lc));
+              T acc = 0;
+              for (int k = l * l; k < (l + 1) * (l + 1); ++k) acc += da[(k * C + c) * NA + a] * zv(i0 + a, k * C + c);
+              g = acc * sg * (T(1) - sg);
+            }
+            dgam[n] = g;
           });
           team.team_barrier();
           // mixes -> dE/dm, dE/do
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
-            T am[kNodeAtoms], ao[kNodeAtoms];
-            for (int a = 0; a < kNodeAtoms; ++a) am[a] = ao[a] = 0;
+            T am[NA], ao[NA];
+            for (int a = 0; a < NA; ++a) am[a] = ao[a] = 0;
             const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
-            for (int o = 0; o < C; ++o) {
-              const T wm = md.w(lb + oM + o * C + c), wo = md.w(lb + oO + o * C + c);
-              for (int a = 0; a < kNodeAtoms; ++a)
-                if (a < nb) {
-                  const T g = dz(a * KC + k * C + o);
-                  am[a] += wm * g;
-                  ao[a] += wo * g;
-                }
-            }
-            if (k == 0)
-              for (int o = 0; o < L * C; ++o) {
-                const T wm = md.w(lb + md.o_Wgm + o * C + c), wo = md.w(lb + md.o_Wgo + o * C + c);
-                for (int a = 0; a < kNodeAtoms; ++a)
-                  if (a < nb) {
-                    am[a] += wm * dgam(a * LCs + o);
-                    ao[a] += wo * dgam(a * LCs + o);
-                  }
-              }
+            block_fma2(w + oM + c, w + oO + c, C, dz + k * C * NA, C, am, ao);
+            if (k == 0) block_fma2(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
             for (int a = 0; a < nb; ++a) {
               dmv(i0 + a, n) = am[a];
               dov(i0 + a, n) = ao[a];
-              hps(a * KC + n) = ao[a];  // (the update's output is no longer read)
+              hps[n * NA + a] = ao[a];  // (the update's output is no longer read)
             }
           });
           if (fused) return;  // the fused kernels do not read obar
@@ -1064,7 +1095,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             const int a = n / A, hd = n % A;
             T acc = 0;
             for (int k = 0; k < K; ++k)
-              for (int c = hd * CperA; c < (hd + 1) * CperA; ++c) acc += hps(a * KC + k * C + c) * ov(i0 + a, k * C + c);
+              for (int c = hd * CperA; c < (hd + 1) * CperA; ++c) acc += hps[(k * C + c) * NA + a] * ov(i0 + a, k * C + c);
             obar(i0 + a, hd) = acc;
           });
         });
