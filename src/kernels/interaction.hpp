@@ -127,10 +127,12 @@ struct LayerParams {
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
   // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the
   // largest that fits the team scratch without costing blocks per SM: basis_chunk_keeping_occupancy); 1 = one
-  // prepare pass per radial chunk. Default 1: on the H200, 64-edge chunks gave MD at 648 atoms 292.0 vs 271.7 steps/s
-  // but cost teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the occupancy guard that
-  // followed, 0 gave 294.1 / 27.98 vs 291.8 / 28.12 (session 9): within noise.
-  int basis_chunk = 1;
+  // prepare pass per radial chunk. Default 0 since session 14: on the H200, MD with 0 vs 1 gave 707.8 vs 655.2 steps/s
+  // at 648 atoms, 81.61 vs 77.56 at 10,368 and 9.686 vs 9.346 at 97,200 (same build, same call); on 2 host threads
+  // 648 atoms took 2.92 / 2.89 vs 2.97 / 2.89 s per 10 steps (neutral). History: 64-edge chunks without a guard cost
+  // teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the guard, 0 gave 294.1 / 27.98 vs
+  // 291.8 / 28.12 (session 9, before the per-(edge, head) attention terms shrank the chunk): within noise then.
+  int basis_chunk = 0;
   // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
   // those of the first and last layer roles <128, 4>), 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs

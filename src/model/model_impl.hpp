@@ -507,8 +507,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     Kokkos;
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
-    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0: the largest that fits
-    //     without costing occupancy; 1, default: one pass per radial chunk; LayerParams::basis_chunk);
+    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
+    //     that fits without costing occupancy; 1: one pass per radial chunk; LayerParams::basis_chunk);
     //   BATMOBILE_EMBEDDING_LAYER=0|1, BATMOBILE_SCALAR_OUTPUT_LAYER=0|1 1 (default): layer 0 through the
     //     embedding-input kernels, the last layer through the scalar-output kernels (FusedState::role), 0: the general
     //     kernels there (read above, before the parameters are made).

@@ -452,7 +452,9 @@ TEST(ModelEnv, FusedKernelSwitches) {
       EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << vars.front().first << " rep " << rep;
     }
   };
-  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "0"}});  // automatic basis chunks: the same edge order
+  // one prepare pass per radial chunk instead of the automatic basis chunks: the same edge order
+  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "1"}});
+  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "16"}});
   for (const char* bad : {"2", "-1", "on"}) {
     setenv("BATMOBILE_CONST_SLOTS", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
