@@ -47,10 +47,12 @@ fi
 if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
   # Nsight Compute of the kernels matching BATMOBILE_MD_NCU (regex on the demangled name, e.g. InteractionKernel) in
   # the first MD step after set-up (LAUNCH_SKIP: the matching launches of the two set-up computes) of
-  # BATMOBILE_MD_NCU_CASE (atoms:rx:ry:rz, default 10,368 atoms)
+  # BATMOBILE_MD_NCU_CASE (atoms:rx:ry:rz, default 10,368 atoms). SourceCounters lists the SASS lines with the most
+  # stalls; for source lines, build with BATMOBILE_LAMMPS_CMAKE_ARGS="-DCMAKE_CXX_FLAGS=-lineinfo" (reconfigures: a full build)
   IFS=: read -r n rx ry rz <<<"${BATMOBILE_MD_NCU_CASE:-10368:2:2:4}"
   timeout "${BATMOBILE_MD_NCU_TIMEOUT:-150}" ncu --section SpeedOfLight --section LaunchStats --section Occupancy \
     --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats \
+    --section SourceCounters \
     --kernel-name-base demangled -k "regex:$BATMOBILE_MD_NCU" -s "${BATMOBILE_MD_NCU_LAUNCH_SKIP:-12}" \
     -c "${BATMOBILE_MD_NCU_COUNT:-6}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
     -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
