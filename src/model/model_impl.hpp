@@ -180,7 +180,8 @@ KOKKOS_INLINE_FUNCTION BlockAtoms<T> block_row(const T* x, int f) {
 // acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's atoms a, eight iterations at a time so that their loads are
 // in flight together. With these and the [feature][atom] rows the node kernels took 768 / 997 us (forward / adjoint)
 // per layer at 97,200 atoms on the H200, against 1,463 / 2,335 with a scalar load per atom and feature and one
-// iteration at a time (session 14); at 648 atoms, 49 vs 54 us for the forward: few teams, latency-bound either way.
+// iteration at a time (session 14); at 648 atoms the forward took 44 us, as with one atom per team in session 13:
+// few teams, latency-bound either way.
 template <class T>
 KOKKOS_INLINE_FUNCTION void block_fma(const T* w, int ws, const T* x, int n, T* acc) {
   int c = 0;
