@@ -313,9 +313,9 @@ Model<T, ExecSpace>::~Model() = default;
 template <class T, class ExecSpace>
 Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend_(backend), hyper_(file.hyper) {
   // Node kernels' team size; BATMOBILE_NODE_TEAM overrides it (tests run the multi-thread team path on OpenMP).
-  const char* node_team_env = std::getenv("BATMOBILE_NODE_TEAM");
-  node_team_ = node_team_env ? std::max(1, std::atoi(node_team_env))
-                             : (kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
+  node_team_ = kernels::env_switch("BATMOBILE_NODE_TEAM", [](int v) { return v >= 1 && v <= 1024; },
+                                   "a team size 1..1024")
+                   .value_or(kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
   // Atoms per node-kernel team (each weight read once for all of them); BATMOBILE_NODE_ATOMS=1..kNodeAtoms for A/B.
   if (const auto nba = kernels::env_switch(
           "BATMOBILE_NODE_ATOMS", [](int v) { return v >= 1 && v <= model_detail::kNodeAtoms; }, "1, 2, 3 or 4"))

@@ -498,6 +498,17 @@ TEST(ModelEnv, NodeAtomBlocks) {
     EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
   }
   unsetenv("BATMOBILE_NODE_ATOMS");
+  // the node kernels' team size is read as strictly (atoi had read "abc" as a team of 1)
+  const char* team = std::getenv("BATMOBILE_NODE_TEAM");  // (the node_team2 variant of this suite sets it)
+  const std::string kept = team ? team : "";
+  for (const char* bad : {"0", "1025", "abc", "2x"}) {
+    setenv("BATMOBILE_NODE_TEAM", bad, 1);
+    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  }
+  if (team)
+    setenv("BATMOBILE_NODE_TEAM", kept.c_str(), 1);
+  else
+    unsetenv("BATMOBILE_NODE_TEAM");
   for (const char* nba : {"1", "2", "3"}) {
     expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
     expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
