@@ -177,41 +177,37 @@ template <class T>
 KOKKOS_INLINE_FUNCTION BlockAtoms<T> block_row(const T* x, int f) {
   return *reinterpret_cast<const BlockAtoms<T>*>(x + kNodeAtoms * f);
 }
-// acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's atoms a, eight iterations at a time so that their loads are
-// in flight together. With these and the [feature][atom] rows the node kernels took 768 / 997 us (forward / adjoint)
-// per layer at 97,200 atoms on the H200, against 1,463 / 2,335 with a scalar load per atom and feature and one
-// iteration at a time (session 14); at 648 atoms the forward took 44 us, as with one atom per team in session 13:
-// few teams, latency-bound either way.
-template <class T>
-KOKKOS_INLINE_FUNCTION void block_fma(const T* w, int ws, const T* x, int n, T* acc) {
+// Calls step(c) for c = 0 .. n-1, eight at a time so that their loads are in flight together. With it and the
+// [feature][atom] rows the node kernels took 768 / 997 us (forward / adjoint) per layer at 97,200 atoms on the H200,
+// against 1,463 / 2,335 with a scalar load per atom and feature and one iteration at a time (session 14); at 648 atoms
+// the forward took 44 us, as with one atom per team in session 13: few teams, latency-bound either way.
+template <class Step>
+KOKKOS_INLINE_FUNCTION void by_eights(int n, const Step& step) {
   int c = 0;
   for (; c + 8 <= n; c += 8)
-    for (int u = 0; u < 8; ++u) {
-      const T wc = w[(c + u) * ws];
-      const BlockAtoms<T> xv = block_row(x, c + u);
-      for (int a = 0; a < kNodeAtoms; ++a) acc[a] += wc * xv.v[a];
-    }
-  for (; c < n; ++c) {
+    for (int u = 0; u < 8; ++u) step(c + u);
+  for (; c < n; ++c) step(c);
+}
+// acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's atoms a.
+template <class T>
+KOKKOS_INLINE_FUNCTION void block_fma(const T* w, int ws, const T* x, int n, T* acc) {
+  by_eights(n, [&](int c) {
     const T wc = w[c * ws];
     const BlockAtoms<T> xv = block_row(x, c);
     for (int a = 0; a < kNodeAtoms; ++a) acc[a] += wc * xv.v[a];
-  }
+  });
 }
 // Two weight columns against the same rows: acc_a[a] += sum_c wa[c ws] x[c][a], acc_b[a] += sum_c wb[c ws] x[c][a].
 template <class T>
 KOKKOS_INLINE_FUNCTION void block_fma2(const T* wa, const T* wb, int ws, const T* x, int n, T* acc_a, T* acc_b) {
-  int c = 0;
-  auto step = [&](int cc) {
-    const T ca = wa[cc * ws], cb = wb[cc * ws];
-    const BlockAtoms<T> xv = block_row(x, cc);
+  by_eights(n, [&](int c) {
+    const T ca = wa[c * ws], cb = wb[c * ws];
+    const BlockAtoms<T> xv = block_row(x, c);
     for (int a = 0; a < kNodeAtoms; ++a) {
       acc_a[a] += ca * xv.v[a];
       acc_b[a] += cb * xv.v[a];
     }
-  };
-  for (; c + 8 <= n; c += 8)
-    for (int u = 0; u < 8; ++u) step(c + u);
-  for (; c < n; ++c) step(c);
+  });
 }
 
 struct V6 {
