@@ -133,6 +133,13 @@ struct LayerParams {
   // teams of 64 a block per SM (10,368 atoms 25.4 vs 28.3, session 8); with the guard, 0 gave 294.1 / 27.98 vs
   // 291.8 / 28.12 (session 9, before the per-(edge, head) attention terms shrank the chunk): within noise then.
   int basis_chunk = 0;
+  // GPU paths (teams of C x S threads): hidden units per item of the prepare pass (prepare_basis). Each item forms the
+  // edge's geometry and Bessel basis (one sin/cos pair, NB recurrence steps) and then `prepare_span` hidden units, so
+  // the basis is formed H / prepare_span times per edge instead of H times, with H / prepare_span times fewer items
+  // per edge. Must divide H. Default 1, the measured form; larger values are an opt-in A/B (BATMOBILE_PREPARE_SPAN),
+  // not yet timed on a GPU (session 14). Results are bit-identical for every value. One-thread teams (host back-ends)
+  // always take all H hidden units of an edge in one item.
+  int prepare_span = 1;
   // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
   // those of the first and last layer roles <128, 4>), 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
@@ -560,10 +567,13 @@ struct InteractionKernel {
     // hh < A the attention terms of head hh (heads hh, hh + HH, ... if HH < A). This saves a barrier and keeps
     // the team from waiting on one thread per edge evaluating NB sin/cos pairs in series.
     // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
-    // consecutive addresses. A one-thread team (host back-ends) takes all HH hidden units of an edge in one item,
-    // so that it forms the edge's geometry, basis and attention terms once instead of HH times (span; on GPUs span
-    // is the compile-time 1 and the items are as described).
-    const int span = runs_on_host<exec> && team.team_size() == 1 ? HH : 1, groups = HH / span;
+    // consecutive addresses. An item takes `span` hidden units of its edge: a one-thread team (host back-ends) all
+    // HH, so that it forms the edge's geometry, basis and attention terms once instead of HH times; GPU teams
+    // LayerParams::prepare_span (default 1: the items as described).
+    const int span = runs_on_host<exec> && team.team_size() == 1 ? HH
+                     : HH % prm.prepare_span == 0                  ? prm.prepare_span
+                                                                   : 1;
+    const int groups = HH / span;
     auto hidden = [&](int hh, int t) -> T& { return Ch::gemm ? ch.s(hh, t) : ch.s(t, hh); };
     auto hidden_d = [&](int hh, int t) -> T& { return Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh); };
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * groups), [&](const int th) {
@@ -598,9 +608,10 @@ struct InteractionKernel {
         for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
         ch.geo(t, 3) = d;
       }
+      // heads g, g + groups, ... of item group g = h0 / span (one head per item while there are enough groups)
+      if (ATTN && edge)
+        for (int a = h0 / span; a < prm.A; a += groups) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
       for (int hh = h0; hh < h0 + span; ++hh) {
-        if (ATTN && edge)
-          for (int a = hh; a < prm.A; a += HH) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
         T& sv = hidden(hh, t);
         T& sdv = hidden_d(hh, t);
         if (!edge) {  // mode 1: exact zeros, so that the GEMM gives finite, unused outputs for non-edges
@@ -1310,6 +1321,9 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
+  if (kern.prm.prepare_span < 1 || kern.prm.H % kern.prm.prepare_span != 0)
+    throw std::invalid_argument("batmobile: prepare_span must divide the radial hidden width H = " +
+                                std::to_string(kern.prm.H));
   if (kern.prm.role != Kern::role)
     throw std::invalid_argument("batmobile: layer parameters of role " + std::to_string(kern.prm.role) +
                                 " for a kernel of role " + std::to_string(Kern::role) +

@@ -195,6 +195,7 @@ struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
+  int prepare_span = 1;                                  // LayerParams::prepare_span
   int const_slots = LayerParams<float, Dev>().const_slot_launch;
   int fwd_blocks = LayerParams<float, Dev>().forward_min_blocks;  // LayerParams::forward_min_blocks
   int table_intervals = 1024;  // radial mode 3: the radial-MLP table attached to float parameters
@@ -212,7 +213,7 @@ struct Launch {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
            std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " fwd_blocks " +
            std::to_string(fwd_blocks) + " basis " +
-           std::to_string(basis_chunk) + " const_slots " + std::to_string(const_slots) + " send_acc " +
+           std::to_string(basis_chunk) + " span " + std::to_string(prepare_span) + " const_slots " + std::to_string(const_slots) + " send_acc " +
            std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
            std::to_string(role);
   }
@@ -253,6 +254,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   if (ln.radial_mode == 3) attach_radial_table<T, Dev, L>(prm, M.W1, M.b1, M.W2, ln.table_intervals);
   prm.shared_carveout = ln.carveout;
   prm.basis_chunk = ln.basis_chunk;
+  prm.prepare_span = ln.prepare_span;
   prm.const_slot_launch = ln.const_slots;
   prm.concurrent_adjoints = ln.concurrent;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {

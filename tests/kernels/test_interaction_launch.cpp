@@ -199,6 +199,42 @@ TEST(Interaction, BasisChunks) {
       }
 }
 
+// LayerParams::prepare_span: items of the prepare pass that take several hidden units of an edge (each forming the
+// edge's basis once for them, and the heads spread over the item groups) give bit for bit the results of one hidden
+// unit per item, on the GPU paths (teams of C and 4 C) in radial modes 0-2, chunks 2-8, forward and adjoints; spans
+// that do not divide H are rejected at the launch.
+TEST(Interaction, PrepareSpan) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  constexpr int L = 2;
+  std::mt19937 rng(101);
+  const Model M = make_model(L, rng, 3, 16);  // H = 16 hidden units, A = 2 heads
+  const System S = make_system(L, C, rng, 4, 90, 3.0);
+  Expected E;
+  std::normal_distribution<double> gauss(0, 1);
+  for (auto* v : {&E.gm, &E.go}) {
+    v->resize(size_t(S.n_recv) * num_sh(L) * C);
+    for (double& a : *v) a = gauss(rng);
+  }
+  for (int mode : {0, 1, 2})
+    for (int ts : {C, 4 * C})
+      for (int chunk : mode == 0 ? std::vector<int>{0} : std::vector<int>{2, 4, 8}) {
+        Launch one(ts, mode, chunk);
+        const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, one);
+        for (int span : {2, 4, 8, 16}) {
+          Launch b = one;
+          b.prepare_span = span;
+          SCOPED_TRACE(b.str());
+          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
+          expect_bitwise_equal(ref, run);
+          EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
+        }
+      }
+  Launch bad(4 * C, 2, 4);
+  bad.prepare_span = 3;  // does not divide H = 16
+  EXPECT_THROW((run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, bad)), std::invalid_argument);
+}
+
 // InteractionWork::f_send / vatom_send: the sender adjoint accumulates its forces and virial there (it must: else
 // the two adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
 // const_slot_launch = 1), and
