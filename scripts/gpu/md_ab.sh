@@ -50,14 +50,26 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
   # BATMOBILE_MD_NCU_CASE (atoms:rx:ry:rz, default 10,368 atoms). SourceCounters lists the SASS lines with the most
   # stalls; for source lines, build with BATMOBILE_LAMMPS_CMAKE_ARGS="-DCMAKE_CXX_FLAGS=-lineinfo" (reconfigures: a full build)
   IFS=: read -r n rx ry rz <<<"${BATMOBILE_MD_NCU_CASE:-10368:2:2:4}"
+  NCU_SAVE=()
+  [ -n "${BATMOBILE_MD_NCU_SOURCE:-}" ] && NCU_SAVE=(--import-source yes -o "$OUT/ncu_$n")
   timeout "${BATMOBILE_MD_NCU_TIMEOUT:-150}" ncu --section SpeedOfLight --section LaunchStats --section Occupancy \
     --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats \
     --section SourceCounters \
     --kernel-name-base demangled -k "regex:$BATMOBILE_MD_NCU" -s "${BATMOBILE_MD_NCU_LAUNCH_SKIP:-12}" \
-    -c "${BATMOBILE_MD_NCU_COUNT:-6}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
+    -c "${BATMOBILE_MD_NCU_COUNT:-6}" "${NCU_SAVE[@]}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
     -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
     -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec single > "$OUT/ncu_$n.txt" 2>&1 ||
     say "ncu failed or timed out (ncu_$n.txt)"
+  if [ -n "${BATMOBILE_MD_NCU_SOURCE:-}" ] && [ -f "$OUT/ncu_$n.ncu-rep" ]; then
+    # BATMOBILE_MD_NCU_SOURCE=1: keep the report and export its details and its source pages (per CUDA source line
+    # with a -lineinfo build, and per SASS instruction) as text; the report itself travels only if small
+    ncu -i "$OUT/ncu_$n.ncu-rep" --print-units base > "$OUT/ncu_$n.txt" 2>&1
+    for src in cuda sass; do
+      timeout 120 ncu -i "$OUT/ncu_$n.ncu-rep" --page source --csv --print-source "$src" > "$OUT/ncu_${src}_$n.csv" \
+        2> "$OUT/ncu_${src}_$n.err" || say "ncu source export ($src) failed: $(head -c 300 "$OUT/ncu_${src}_$n.err")"
+    done
+    [ "$(stat -c %s "$OUT/ncu_$n.ncu-rep")" -lt 12000000 ] || rm -f "$OUT/ncu_$n.ncu-rep"
+  fi
   say "ncu $n atoms: $(grep -c "Section: WarpStateStats" "$OUT/ncu_$n.txt") kernels profiled"
 fi
 ab_runs() {  # ab_runs "SETTINGS" "CASES" TIMEOUT: each setting on the cases, in its own process
