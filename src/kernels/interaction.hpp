@@ -136,10 +136,13 @@ struct LayerParams {
   // GPU paths (teams of C x S threads): hidden units per item of the prepare pass (prepare_basis). Each item forms the
   // edge's geometry and Bessel basis (one sin/cos pair, NB recurrence steps) and then `prepare_span` hidden units, so
   // the basis is formed H / prepare_span times per edge instead of H times, with H / prepare_span times fewer items
-  // per edge. Must divide H. Default 1, the measured form; larger values are an opt-in A/B (BATMOBILE_PREPARE_SPAN),
-  // not yet timed on a GPU (session 14). Results are bit-identical for every value. One-thread teams (host back-ends)
-  // always take all H hidden units of an edge in one item.
-  int prepare_span = 1;
+  // per edge. 0 (default) = automatic, per prepare pass of nf edges: the smallest divisor of H for which the
+  // nf H / span items take one round of the team (auto_prepare_span); else a divisor of H. Results are bit-identical
+  // for every value. One-thread teams (host back-ends) always take all H hidden units of an edge in one item.
+  // H200 MD, fp32 (session 15, same build, steps/s at 648 / 10,368 / 97,200 atoms): span 1 (the form before)
+  // 699.7 / 83.57 / 9.965, 2: 700.7 / 92.61, 4: 749.3 / 98.75 / 11.82, 8: 755.7 / 101.6 / 12.19, 16: 758.4 / 102.7 /
+  // 12.36 (teams of 128 threads at 648 atoms, 64 from 2,048 on; the automatic span is 16 there and 32 here).
+  int prepare_span = 0;
   // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
   // those of the first and last layer roles <128, 4>), 0 = uncapped.
   // Default 3: on the H200, attention fwd+bwd (mode 2) 10,000 x 30 x 64 20.5 vs 26.3 ms, 1,000 x 20 x 32 0.90 vs
@@ -549,6 +552,15 @@ struct InteractionKernel {
     return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
   }
 
+  // Hidden units per prepare-pass item (LayerParams::prepare_span = 0) for nf edges, HH hidden units and ts threads:
+  // the smallest divisor of HH whose nf HH / span items fit one round of the team (HH if none does), so that the
+  // edge's basis is formed as few times as keeps all threads busy in one round.
+  KOKKOS_INLINE_FUNCTION static int auto_prepare_span(int HH, int nf, int ts) {
+    int span = 1;
+    while (span < HH && (HH % span != 0 || nf * (HH / span) > ts)) ++span;
+    return span;
+  }
+
   // Mode 1: edges per register block of radial_gemm (the chunk is a multiple of it).
   KOKKOS_INLINE_FUNCTION static int gemm_block(int cap) { return cap % 4 == 0 ? 4 : 2; }
 
@@ -569,10 +581,11 @@ struct InteractionKernel {
     // Mode 1 orders the items edges innermost: s(hh, t) is (H, cap) there, and consecutive threads write
     // consecutive addresses. An item takes `span` hidden units of its edge: a one-thread team (host back-ends) all
     // HH, so that it forms the edge's geometry, basis and attention terms once instead of HH times; GPU teams
-    // LayerParams::prepare_span (default 1: the items as described).
-    const int span = runs_on_host<exec> && team.team_size() == 1 ? HH
-                     : HH % prm.prepare_span == 0                  ? prm.prepare_span
-                                                                   : 1;
+    // LayerParams::prepare_span (0: auto_prepare_span; 1: the items as described).
+    const int ts = team.team_size();
+    const int span = runs_on_host<exec> && ts == 1                             ? HH
+                     : prm.prepare_span > 0 && HH % prm.prepare_span == 0 ? prm.prepare_span
+                                                                            : auto_prepare_span(HH, nf, ts);
     const int groups = HH / span;
     auto hidden = [&](int hh, int t) -> T& { return Ch::gemm ? ch.s(hh, t) : ch.s(t, hh); };
     auto hidden_d = [&](int hh, int t) -> T& { return Ch::gemm ? ch.sd(hh, t) : ch.sd(t, hh); };
@@ -1321,8 +1334,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
-  if (kern.prm.prepare_span < 1 || kern.prm.H % kern.prm.prepare_span != 0)
-    throw std::invalid_argument("batmobile: prepare_span must divide the radial hidden width H = " +
+  if (kern.prm.prepare_span < 0 || (kern.prm.prepare_span > 0 && kern.prm.H % kern.prm.prepare_span != 0))
+    throw std::invalid_argument("batmobile: prepare_span must be 0 (automatic) or divide the radial hidden width H = " +
                                 std::to_string(kern.prm.H));
   if (kern.prm.role != Kern::role)
     throw std::invalid_argument("batmobile: layer parameters of role " + std::to_string(kern.prm.role) +

@@ -507,8 +507,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
     //     that fits without costing occupancy; 1: one pass per radial chunk; LayerParams::basis_chunk);
-    //   BATMOBILE_PREPARE_SPAN=N (a divisor of H) hidden units per item of the prepare pass on GPU teams (default 1;
-    //     LayerParams::prepare_span; opt-in, not yet timed on a GPU);
+    //   BATMOBILE_PREPARE_SPAN=N hidden units per item of the prepare pass on GPU teams (0, default: automatic; else
+    //     a divisor of H; LayerParams::prepare_span);
     //   BATMOBILE_EMBEDDING_LAYER=0|1, BATMOBILE_SCALAR_OUTPUT_LAYER=0|1 1 (default): layer 0 through the
     //     embedding-input kernels, the last layer through the scalar-output kernels (FusedState::role), 0: the general
     //     kernels there (read above, before the parameters are made).
@@ -526,8 +526,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
-    if (const auto sp = env_switch("BATMOBILE_PREPARE_SPAN", [&](int v) { return v >= 1 && hp.H % v == 0; },
-                                   "a divisor of the model's radial hidden width H"))
+    if (const auto sp = env_switch("BATMOBILE_PREPARE_SPAN", [&](int v) { return v == 0 || (v >= 1 && hp.H % v == 0); },
+                                   "0 (automatic) or a divisor of the model's radial hidden width H"))
       for (auto& prm : fused_->params) prm.prepare_span = *sp;
     // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
     // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends

@@ -195,7 +195,7 @@ struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
   int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
-  int prepare_span = 1;                                  // LayerParams::prepare_span
+  int prepare_span = LayerParams<float, Dev>().prepare_span;  // LayerParams::prepare_span
   int const_slots = LayerParams<float, Dev>().const_slot_launch;
   int fwd_blocks = LayerParams<float, Dev>().forward_min_blocks;  // LayerParams::forward_min_blocks
   int table_intervals = 1024;  // radial mode 3: the radial-MLP table attached to float parameters

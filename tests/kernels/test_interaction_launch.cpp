@@ -201,8 +201,9 @@ TEST(Interaction, BasisChunks) {
 
 // LayerParams::prepare_span: items of the prepare pass that take several hidden units of an edge (each forming the
 // edge's basis once for them, and the heads spread over the item groups) give bit for bit the results of one hidden
-// unit per item, on the GPU paths (teams of C and 4 C) in radial modes 0-2, chunks 2-8, forward and adjoints; spans
-// that do not divide H are rejected at the launch.
+// unit per item, on the GPU paths (teams of C and 4 C) in radial modes 0-2, chunks 2-8, forward and adjoints, also
+// the automatic span (0; auto_prepare_span's choices are checked below); spans that do not divide H are rejected at
+// the launch.
 TEST(Interaction, PrepareSpan) {
   const int C = 8, tmax = team_size_max();
   if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
@@ -220,8 +221,9 @@ TEST(Interaction, PrepareSpan) {
     for (int ts : {C, 4 * C})
       for (int chunk : mode == 0 ? std::vector<int>{0} : std::vector<int>{2, 4, 8}) {
         Launch one(ts, mode, chunk);
+        one.prepare_span = 1;
         const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, one);
-        for (int span : {2, 4, 8, 16}) {
+        for (int span : {0, 2, 4, 8, 16}) {  // 0: automatic (the default)
           Launch b = one;
           b.prepare_span = span;
           SCOPED_TRACE(b.str());
@@ -230,6 +232,15 @@ TEST(Interaction, PrepareSpan) {
           EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
         }
       }
+  // the automatic span: the smallest divisor of H with one round of items, H where none has
+  using Kern = InteractionKernel<float, Dev, L, true>;
+  EXPECT_EQ(Kern::auto_prepare_span(32, 56, 128), 16);
+  EXPECT_EQ(Kern::auto_prepare_span(32, 56, 64), 32);
+  EXPECT_EQ(Kern::auto_prepare_span(32, 8, 64), 4);
+  EXPECT_EQ(Kern::auto_prepare_span(32, 2, 64), 1);
+  EXPECT_EQ(Kern::auto_prepare_span(12, 10, 32), 4);  // 12 / 3 = 4 items per edge would need 40 threads
+  EXPECT_EQ(Kern::auto_prepare_span(16, 90, 32), 16);
+  EXPECT_EQ(Kern::auto_prepare_span(1, 90, 32), 1);
   Launch bad(4 * C, 2, 4);
   bad.prepare_span = 3;  // does not divide H = 16
   EXPECT_THROW((run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, bad)), std::invalid_argument);

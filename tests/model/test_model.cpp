@@ -453,7 +453,7 @@ TEST(ModelEnv, FusedKernelSwitches) {
     }
   };
   unsetenv("BATMOBILE_BASIS_CHUNK");
-  for (const char* bad : {"0", "5", "x"}) {  // the test model's H = 12 hidden units: 5 does not divide it
+  for (const char* bad : {"-1", "5", "x"}) {  // the test model's H = 12 hidden units: 5 does not divide it
     setenv("BATMOBILE_PREPARE_SPAN", bad, 1);
     EXPECT_THROW(build(), std::invalid_argument) << bad;
   }
@@ -461,6 +461,7 @@ TEST(ModelEnv, FusedKernelSwitches) {
   // (host back-ends run one thread per team, which takes all hidden units of an edge whatever the span: this checks
   // that the switch is read and changes nothing there; tests/kernels' Interaction.PrepareSpan checks the GPU paths)
   expect_bitwise_default({{"BATMOBILE_PREPARE_SPAN", "2"}});
+  expect_bitwise_default({{"BATMOBILE_PREPARE_SPAN", "1"}});
   // one prepare pass per radial chunk instead of the automatic basis chunks: the same edge order
   expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "1"}});
   expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "16"}});
