@@ -5,7 +5,8 @@
 #      sources (~20 s): host-only builds accept code that nvcc rejects (session 13: a reducer with a host result
 #      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed);
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2, model_device_float: ~3 min each on 2 cores)
-#      and prints ptxas's registers and spill stores of the fused kernels.
+#      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
+#      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
 #   scripts/gpu/cuda_compile_check.sh [--kernels]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +36,7 @@ if [ "${1:-}" = --kernels ]; then
   objs=(fused_layer_l2 model_device_float)
   for o in "${objs[@]}"; do
     touch "src/model/$o.cpp"
-    ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |
+    NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -no-compress" ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |
       awk '/Compiling entry function/ {name = $(NF - 2)} /bytes spill stores/ {spill = $5 " B spill stores"}
            /Used [0-9]+ registers/ && name ~ /InteractionKernel/ && name ~ /LaunchBounds/ {
              match($0, /Used [0-9]+ registers/); regs = substr($0, RSTART + 5, RLENGTH - 15)
@@ -44,4 +45,6 @@ if [ "${1:-}" = --kernels ]; then
              match(name, /ELi[0-9]+ELb1ELi[0-9]+ELi[0-9]+E/); lr = substr(name, RSTART, RLENGTH)
              print t, kind, "(L, ATTN, DKM, ROLE: " lr "):", regs, "registers,", spill }' | sort | uniq
   done
+  echo "static SASS instructions of the fused kernels that MD launches:"
+  python3 scripts/gpu/cubin_sizes.py "$B/src/model/CMakeFiles/batmobile_model.dir/fused_layer_l2.cpp.o"
 fi
