@@ -141,7 +141,8 @@ struct LayerParams {
   // for every value. One-thread teams (host back-ends) always take all H hidden units of an edge in one item.
   // H200 MD, fp32 (session 15, same build, steps/s at 648 / 10,368 / 97,200 atoms): span 1 (the form before)
   // 699.7 / 83.57 / 9.965, 2: 700.7 / 92.61, 4: 749.3 / 98.75 / 11.82, 8: 755.7 / 101.6 / 12.19, 16: 758.4 / 102.7 /
-  // 12.36 (teams of 128 threads at 648 atoms, 64 from 2,048 on; the automatic span is 16 there and 32 here).
+  // 12.36. The automatic span is 16 with the 128-thread teams at 648 atoms and 32 with the 64-thread teams from 2,048
+  // atoms on; in two later calls (another build) it and span 16 were within the calls' noise of each other.
   int prepare_span = 0;
   // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
   // those of the first and last layer roles <128, 4>), 0 = uncapped.

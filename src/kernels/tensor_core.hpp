@@ -21,10 +21,10 @@
 //   split_tf32(x, big, small)       host and device: the split of one operand value in 4 integer / fp32 operations:
 //                                   big = tf32_round(x) for finite x, small = x - big cut to TF32 (toward zero), so
 //                                   |x - (big + small)| < 2^-21 |x|. NaN and infinite x give a NaN small part (the
-//                                   products then give NaN, as with cvt). The cvt.rna form (tf32_round twice)
-//                                   compiled to 9 instructions per value with its NaN / infinity guards; the split
-//                                   was ~60 % of the radial GEMM's instructions, which were ~45 % of the fused
-//                                   kernels' (Nsight Compute, H200, MD at 10,368 atoms, session 15).
+//                                   products then give NaN, as with cvt). The cvt.rna form (tf32_round twice) took
+//                                   7-9 SASS instructions per value with its NaN / infinity guards, about two thirds
+//                                   of the radial GEMM's instructions, which were ~45 % of the fused kernels'
+//                                   (Nsight Compute, H200, MD at 10,368 atoms, session 15).
 #pragma once
 #include <Kokkos_Core.hpp>
 
