@@ -6,6 +6,7 @@
 // Public API (namespace batmobile::kernels):
 //   kTensorCoreTf32                 true when the Kokkos build targets an sm_80+ NVIDIA GPU (the device code exists)
 //   tf32_round(x)                   round to TF32 (nearest, ties away from zero), host and device (cvt.rna.tf32.f32)
+//   tf32_round_finite_bits(x)       the same as bits, by an integer add and mask (kTf32Mask), for finite x
 //   MmaTile                         fragment positions of m16n8k8 (PTX ISA): lane l, register r of
 //                                   A (16 x 8, row-major): a_row(l, r) = l/4 + 8 (r%2), a_col(l, r) = l%4 + 4 (r/2)
 //                                   B (8 x 8, col-major):  b_row(l, r) = l%4 + 4 r,     b_col(l)    = l/4
@@ -54,38 +55,6 @@ struct MmaTile {
   KOKKOS_INLINE_FUNCTION static constexpr int c_col(int l, int r) { return 2 * (l % 4) + r % 2; }
 };
 
-KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t u;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
-  return __uint_as_float(u);
-#else
-  // add half a TF32 unit to the magnitude bits and cut the 13 low mantissa bits (finite x)
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  float y;
-  std::memcpy(&y, &u, 4);
-  return y;
-#endif
-}
-
-// Host: A(m, k) = W(k, m) in fragment order (see the top comment).
-template <class F>
-std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
-  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0)
-    throw std::invalid_argument("pack_a_fragments: rows must be a multiple of 8 and cols of 16");
-  const int KS = rows / MmaTile::K, tiles = cols / MmaTile::M;
-  std::vector<float> out(size_t(tiles) * KS * 32 * 4);
-  for (int tile = 0; tile < tiles; ++tile)
-    for (int ks = 0; ks < KS; ++ks)
-      for (int l = 0; l < 32; ++l)
-        for (int r = 0; r < 4; ++r)
-          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
-              float(W(ks * MmaTile::K + MmaTile::a_col(l, r), tile * MmaTile::M + MmaTile::a_row(l, r)));
-  return out;
-}
-
 KOKKOS_INLINE_FUNCTION uint32_t tf32_float_bits(float x) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(x);
@@ -105,11 +74,41 @@ KOKKOS_INLINE_FUNCTION float tf32_bits_float(uint32_t u) {
 #endif
 }
 
-// big: half a TF32 unit added to the magnitude bits, 13 low mantissa bits cut (= cvt.rna for finite x; a NaN may
-// become -0 there, but x - big stays NaN); small: x - big (exact) with its 13 low bits cut.
+inline constexpr uint32_t kTf32Mask = 0xffffe000u;  // the bits a TF32 value keeps (sign, exponent, 10 mantissa)
+// Round to nearest TF32, ties away from zero, for finite x: half a TF32 unit added to the magnitude bits, then the
+// 13 low mantissa bits cut (a NaN whose mantissa is all ones wraps to -0 here; callers keep NaN elsewhere).
+KOKKOS_INLINE_FUNCTION uint32_t tf32_round_finite_bits(float x) { return (tf32_float_bits(x) + 0x1000u) & kTf32Mask; }
+
+KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+  return __uint_as_float(u);
+#else
+  return tf32_bits_float(tf32_round_finite_bits(x));  // finite x
+#endif
+}
+
+// Host: A(m, k) = W(k, m) in fragment order (see the top comment).
+template <class F>
+std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
+  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0)
+    throw std::invalid_argument("pack_a_fragments: rows must be a multiple of 8 and cols of 16");
+  const int KS = rows / MmaTile::K, tiles = cols / MmaTile::M;
+  std::vector<float> out(size_t(tiles) * KS * 32 * 4);
+  for (int tile = 0; tile < tiles; ++tile)
+    for (int ks = 0; ks < KS; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r)
+          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
+              float(W(ks * MmaTile::K + MmaTile::a_col(l, r), tile * MmaTile::M + MmaTile::a_row(l, r)));
+  return out;
+}
+
+// big: tf32_round_finite_bits (= cvt.rna for finite x; a NaN may become -0 there, but x - big stays NaN); small:
+// x - big (exact) with its 13 low bits cut.
 KOKKOS_INLINE_FUNCTION void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  constexpr uint32_t kTf32Mask = 0xffffe000u;
-  big = (tf32_float_bits(x) + 0x1000u) & kTf32Mask;
+  big = tf32_round_finite_bits(x);
   small = tf32_float_bits(x - tf32_bits_float(big)) & kTf32Mask;
 }
 

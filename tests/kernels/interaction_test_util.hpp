@@ -334,11 +334,11 @@ struct Expected {
   double scale = 0, fscale = 0, gscale = 0;
 };
 
-// scalar_output: upstream gradients gm, go with only l = 0 (a last layer's, kScalarOutput).
-inline Expected expected(const Model& M, const System& S, std::mt19937& rng, bool scalar_output = false) {
-  const int K = num_sh(M.L), C = M.C;
+// Upstream gradients E.gm, E.go (n_recv, K, C) drawn from N(0, 1), gm first; scalar_output: only l = 0 (a last
+// layer's, kScalarOutput).
+inline void random_upstream(Expected& E, const System& S, int L, int C, std::mt19937& rng, bool scalar_output = false) {
+  const int K = num_sh(L);
   std::normal_distribution<double> g(0, 1);
-  Expected E;
   E.gm.resize(size_t(S.n_recv) * K * C);
   E.go.resize(E.gm.size());
   for (double& v : E.gm) v = g(rng);
@@ -346,6 +346,12 @@ inline Expected expected(const Model& M, const System& S, std::mt19937& rng, boo
   if (scalar_output)
     for (size_t x = 0; x < E.gm.size(); ++x)
       if ((x / C) % K != 0) E.gm[x] = E.go[x] = 0;
+}
+
+// scalar_output: upstream gradients gm, go with only l = 0 (a last layer's, kScalarOutput).
+inline Expected expected(const Model& M, const System& S, std::mt19937& rng, bool scalar_output = false) {
+  Expected E;
+  random_upstream(E, S, M.L, M.C, rng, scalar_output);
   E.ref = reference(M, S, S.x, S.h);
   for (double v : E.ref.m) E.scale = std::max(E.scale, std::fabs(v));
   for (double v : E.ref.o) E.scale = std::max(E.scale, std::fabs(v));

@@ -160,11 +160,7 @@ TEST(Interaction, BasisChunks) {
   const Model M = make_model(L, rng, 3, 16);
   const System S = make_system(L, C, rng, 4, 90, 3.0);
   Expected E;  // upstream gradients only (no reference: the comparison is with basis_chunk = 1)
-  std::normal_distribution<double> gauss(0, 1);
-  for (auto* v : {&E.gm, &E.go}) {
-    v->resize(size_t(S.n_recv) * num_sh(L) * C);
-    for (double& a : *v) a = gauss(rng);
-  }
+  random_upstream(E, S, L, C, rng);
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
   for (int mode : {1, 2})
@@ -211,12 +207,8 @@ TEST(Interaction, PrepareSpan) {
   std::mt19937 rng(101);
   const Model M = make_model(L, rng, 3, 16);  // H = 16 hidden units, A = 2 heads
   const System S = make_system(L, C, rng, 4, 90, 3.0);
-  Expected E;
-  std::normal_distribution<double> gauss(0, 1);
-  for (auto* v : {&E.gm, &E.go}) {
-    v->resize(size_t(S.n_recv) * num_sh(L) * C);
-    for (double& a : *v) a = gauss(rng);
-  }
+  Expected E;  // upstream gradients only (no reference: the comparison is with prepare_span = 1)
+  random_upstream(E, S, L, C, rng);
   for (int mode : {0, 1, 2})
     for (int ts : {C, 4 * C})
       for (int chunk : mode == 0 ? std::vector<int>{0} : std::vector<int>{2, 4, 8}) {

@@ -1,7 +1,6 @@
 // The GPU code paths on any back-end: one thread per channel, edge split, radial GEMM (mode 1) and tensor cores
 // (mode 2) vs the reference, finite differences and each other.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "interaction_test_util.hpp"
@@ -211,11 +210,6 @@ TEST(Interaction, TensorCoreRadial) {
   EXPECT_EQ(tf32_round(1.0f + 0x1p-12f), 1.0f);
   std::uniform_real_distribution<float> uf(-3.f, 3.f);
   std::vector<float> W(16 * 32);
-  auto as_float = [](uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   for (float& w : W) {
     w = uf(rng);
     const float big = tf32_round(w), small = tf32_round(w - big);
@@ -225,18 +219,18 @@ TEST(Interaction, TensorCoreRadial) {
     // split_tf32 (the kernels' split): the same big part, a small part cut to TF32 (toward zero), within 2^-21 too
     uint32_t bb, sb;
     split_tf32(w, bb, sb);
-    EXPECT_EQ(as_float(bb), big);
+    EXPECT_EQ(tf32_bits_float(bb), big);
     EXPECT_EQ(sb & 0x1fffu, 0u);
-    EXPECT_LE(std::fabs(as_float(sb)), std::fabs(w - big));
-    EXPECT_LE(std::fabs(w - (as_float(bb) + as_float(sb))), std::ldexp(std::fabs(w), -21));
+    EXPECT_LE(std::fabs(tf32_bits_float(sb)), std::fabs(w - big));
+    EXPECT_LE(std::fabs(w - (tf32_bits_float(bb) + tf32_bits_float(sb))), std::ldexp(std::fabs(w), -21));
   }
   // non-finite operands keep the products non-finite: a NaN (also the all-ones one, whose rounded big part wraps to
   // -0) and infinities give a NaN small part
-  for (float w : {std::numeric_limits<float>::quiet_NaN(), as_float(0x7fffffffu), as_float(0xffffffffu),
+  for (float w : {std::numeric_limits<float>::quiet_NaN(), tf32_bits_float(0x7fffffffu), tf32_bits_float(0xffffffffu),
                   std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
     uint32_t bb, sb;
     split_tf32(w, bb, sb);
-    EXPECT_TRUE(std::isnan(as_float(sb))) << w;
+    EXPECT_TRUE(std::isnan(tf32_bits_float(sb))) << w;
   }
   // rows (k) 16, cols (m) 32: 2 tiles x 2 k steps
   const auto frag = pack_a_fragments([&](int k, int m) { return W[size_t(k) * 32 + m]; }, 16, 32);
