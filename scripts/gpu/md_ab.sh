@@ -8,6 +8,7 @@
 #   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
 #      reference, 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
+#   5. (BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...", before 1.) an Nsight Systems timeline of each case, see below.
 #   4. (BATMOBILE_MD_NCU=REGEX, after 3.) an Nsight Compute report of the matching kernels of one MD step, see below.
 #   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
 #      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
@@ -29,6 +30,13 @@ scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
 source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; pack_out; exit 1; }
 say "LAMMPS built"
+if [ -n "${BATMOBILE_MD_SAVE_LIB:-}" ]; then
+  # BATMOBILE_MD_SAVE_LIB=DIR: a copy of this build's liblammps (which holds the Batmobile styles) for A/B runs of
+  # two builds on one machine: after a change and a rebuild, an A/B entry "LD_LIBRARY_PATH=DIR:name" runs the
+  # saved one (lmp's RUNPATH yields to LD_LIBRARY_PATH; each run's log says which library it loaded)
+  mkdir -p "$BATMOBILE_MD_SAVE_LIB" && cp -L "$(dirname "$LMP")"/liblammps.so.0 "$BATMOBILE_MD_SAVE_LIB/" &&
+    say "saved liblammps.so.0 to $BATMOBILE_MD_SAVE_LIB"
+fi
 export CUDA_VISIBLE_DEVICES=0
 if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
   g++ -O2 -shared -fPIC -o "$OUT/libbm_gpu_timer.so" bench/profile/kokkos_gpu_timer.cpp -ldl
@@ -72,11 +80,34 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
   fi
   say "ncu $n atoms: $(grep -c "Section: WarpStateStats" "$OUT/ncu_$n.txt") kernels profiled"
 fi
+if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
+  # BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...": an Nsight Systems timeline (CUDA API and GPU work, no CPU sampling)
+  # of each case after 20 warm-up steps, exported as CSV: every GPU operation's start and duration
+  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv); analyse with
+  # bench/profile/nsys_step_gaps.py. Skipped where no nsys is installed.
+  NSYS=$(command -v nsys || ls -d /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n1)
+  if [ -z "$NSYS" ]; then say "no nsys found"; else
+    for c in $BATMOBILE_MD_NSYS; do
+      IFS=: read -r n rx ry rz ns <<<"$c"
+      timeout 120 "$NSYS" profile -o "$OUT/nsys_$n" --trace=cuda --sample=none --cpuctxsw=none --force-overwrite true \
+        "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench -log "$OUT/nsys_$n.log" \
+        -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single > "$OUT/nsys_$n.out" 2>&1
+      for r in cuda_gpu_trace cuda_api_sum cuda_api_trace; do
+        timeout 120 "$NSYS" stats --report "$r" --format csv --force-export=true -o "$OUT/nsys_$n" "$OUT/nsys_$n.nsys-rep" \
+          >> "$OUT/nsys_$n.out" 2>&1
+      done
+      rm -f "$OUT/nsys_$n.nsys-rep" "$OUT/nsys_$n.sqlite"
+      say "nsys $n atoms ($NSYS): $(grep "Loop time" "$OUT/nsys_$n.log" | tail -n1); $(ls "$OUT" | grep -c "nsys_${n}_") CSV files"
+    done
+  fi
+fi
 ab_runs() {  # ab_runs "SETTINGS" "CASES" TIMEOUT: each setting on the cases, in its own process
   for ab in $1; do
     name=${ab#*:}
     [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
     IFS=+ read -r -a vars <<<"${ab%%:*}"
+    say "$name loads $(env "${vars[@]}" ldd "$LMP" | grep -o "[^ ]*liblammps[^ ]*" | tail -n1)"
     env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
       timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/$name" > "$OUT/$name.log" 2>&1
     say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$OUT/$name/md_raw.txt" 2>/dev/null)"
