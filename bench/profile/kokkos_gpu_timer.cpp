@@ -15,9 +15,14 @@
 //                       the first kernel of batmobile/kk's compute), so set-up and warm-up steps stay out; the
 //                       window's step count is the number of launches of `name` inside it
 //   BM_GPU_TIMER_MAX    most operations recorded (default 200000; two events each)
+//   BM_GPU_TIMER_HOST=1 host clock only, no events (the GPU's pipelining untouched): how long the host spent inside
+//                       each operation's Kokkos call (the launch, or a wait where the call blocks: a deep_copy to
+//                       the host, a reduction into a host value, Kokkos 3.4's launch of a functor of 512 B or more,
+//                       which waits for the previous such kernel) and between operations
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +45,13 @@ struct Op {
   std::string name;
   Event start, stop;
   bool step;  // a launch of BM_GPU_TIMER_START's kernel
+  double host_begin, host_end = -1;  // host clock (us) at the Kokkos call's begin and end callbacks
 };
+bool host_only = false;
+double host_now() {
+  return 1e-3 * double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 std::vector<Op> ops;
 size_t max_ops = 200000;
 std::string start_name;
@@ -75,21 +86,92 @@ Event record() {
 
 // Returns the op's index, or SIZE_MAX when not recording.
 size_t begin(const char* kind, const char* name) {
-  if (!cuda.ok) return SIZE_MAX;
+  if (!cuda.ok && !host_only) return SIZE_MAX;
   const bool step = !start_name.empty() && start_name == name;
   if (!recording && step && ++seen >= start_count) recording = true;
   if (!recording || ops.size() >= max_ops) return SIZE_MAX;
-  ops.push_back({std::string(kind) + " " + name, record(), nullptr, step});
+  ops.push_back({std::string(kind) + " " + name, host_only ? nullptr : record(), nullptr, step, host_now()});
   return ops.size() - 1;
 }
 void end(size_t k) {
-  if (k != SIZE_MAX) ops[k].stop = record();
+  if (k == SIZE_MAX) return;
+  if (!host_only) ops[k].stop = record();
+  ops[k].host_end = host_now();
+}
+
+// One sample per recorded operation: time inside it and time before it since the previous one ended (us).
+struct Sample {
+  const std::string* name;
+  double inside, before;
+  bool step;
+};
+
+// The table of both modes: totals, per-step figures, and one row per operation name, largest first.
+//   clock: "GPU event" or "host clock"; inside / before: what the two times are ("inside operations" / "idle gaps
+//   between them" on the GPU, "inside Kokkos calls" / "host code between them" on the host); columns: the two
+//   column stems (busy / gap, inside / before); legend: what the second column means
+void print_table(FILE* f, const std::vector<Sample>& samples, double span, const char* clock, const char* inside_what,
+                 const char* before_what, const char* c_in, const char* c_pre, const char* legend) {
+  struct Row {
+    double inside = 0, before = 0;
+    long calls = 0;
+  };
+  std::map<std::string, Row> rows;
+  double inside = 0, before = 0;
+  long steps = 0;
+  for (const auto& x : samples) {
+    Row& r = rows[*x.name];
+    r.inside += x.inside, r.before += x.before, ++r.calls;
+    inside += x.inside, before += x.before;
+    steps += x.step;
+  }
+  std::fprintf(f, "# %s timer: %zu operations, span %.4f s", clock, samples.size(), 1e-6 * span);
+  if (steps > 0) std::fprintf(f, ", %ld steps (%.1f us/step, %.1f operations/step)", steps, span / steps,
+                              double(samples.size()) / steps);
+  std::fprintf(f, "\n# %s %.4f s (%.1f %%), %s %.4f s (%.1f %%)\n", inside_what, 1e-6 * inside, 100 * inside / span,
+               before_what, 1e-6 * before, 100 * before / span);
+  if (steps > 0)
+    std::fprintf(f, "# per step: %.1f us %s, %.1f us %s\n", inside / steps, inside_what, before / steps, before_what);
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto& a, auto& b) { return a.second.inside + a.second.before > b.second.inside + b.second.before; });
+  const std::string s_in = std::string(c_in) + "_s", s_pre = std::string(c_pre) + "_s",
+                    u_in = std::string(c_in) + "_us", u_pre = std::string(c_pre) + "_us";
+  std::fprintf(f, "# %10s %10s %8s %10s %10s %6s  operation (%s)\n", s_in.c_str(), s_pre.c_str(), "calls",
+               u_in.c_str(), u_pre.c_str(), "%span", legend);
+  for (auto& r : sorted)
+    std::fprintf(f, "  %10.5f %10.5f %8ld %10.2f %10.2f %6.2f  %s\n", 1e-6 * r.second.inside, 1e-6 * r.second.before,
+                 r.second.calls, r.second.inside / std::max(1L, r.second.calls),
+                 r.second.before / std::max(1L, r.second.calls), 100 * (r.second.inside + r.second.before) / span,
+                 r.first.c_str());
+}
+
+// BM_GPU_TIMER_HOST=1: per operation the host's time inside its Kokkos call, and the host time before it since the
+// previous call returned (LAMMPS, our host code).
+void host_report(FILE* f) {
+  std::vector<Sample> samples;
+  const Op *first = nullptr, *prev = nullptr;
+  for (auto& o : ops) {
+    if (o.host_end < 0) continue;
+    if (!first) first = &o;
+    samples.push_back({&o.name, o.host_end - o.host_begin, prev ? std::max(0.0, o.host_begin - prev->host_end) : 0.0,
+                       o.step});
+    prev = &o;
+  }
+  if (samples.size() < 2) {
+    std::fprintf(f, "# bm_gpu_timer (host clock): %zu operations recorded\n", samples.size());
+    return;
+  }
+  print_table(f, samples, prev->host_end - first->host_begin, "host clock", "inside Kokkos calls",
+              "host code between them", "inside", "before", "before = host time since the previous call returned");
 }
 }  // namespace
 
 extern "C" {
 void kokkosp_init_library(int, uint64_t, uint32_t, void*) {
-  load_cuda();
+  const char* h = std::getenv("BM_GPU_TIMER_HOST");
+  host_only = h && std::strcmp(h, "1") == 0;
+  if (!host_only) load_cuda();
   if (const char* s = std::getenv("BM_GPU_TIMER_START")) {
     std::string v(s);
     const auto colon = v.rfind(':');
@@ -139,6 +221,11 @@ void kokkosp_finalize_library() {
   const char* path = std::getenv("BM_GPU_TIMER_OUT");
   FILE* f = path ? std::fopen(path, "w") : stderr;
   if (!f) f = stderr;
+  if (host_only) {
+    host_report(f);
+    if (f != stderr) std::fclose(f);
+    return;
+  }
   // ops complete in issue order on one stream: keep those with both events, in order
   std::vector<Op> done;
   for (auto& o : ops)
@@ -149,45 +236,18 @@ void kokkosp_finalize_library() {
     return;
   }
   cuda.event_sync(done.back().stop);
-  struct Row {
-    double busy = 0, gap = 0;
-    long calls = 0;
-  };
-  std::map<std::string, Row> rows;
-  double busy = 0, gaps = 0;
-  long steps = 0;
+  std::vector<Sample> samples;
   for (size_t k = 0; k < done.size(); ++k) {
     float ms = 0, gap_ms = 0;
     cuda.elapsed(&ms, done[k].start, done[k].stop);
     if (k > 0) cuda.elapsed(&gap_ms, done[k - 1].stop, done[k].start);
     gap_ms = std::max(gap_ms, 0.0f);  // nested or overlapping host-side brackets
-    Row& r = rows[done[k].name];
-    r.busy += 1e-3 * ms;
-    r.gap += 1e-3 * gap_ms;
-    ++r.calls;
-    busy += 1e-3 * ms;
-    gaps += 1e-3 * gap_ms;
-    steps += done[k].step;
+    samples.push_back({&done[k].name, 1e3 * ms, 1e3 * gap_ms, done[k].step});
   }
   float span_ms = 0;
   cuda.elapsed(&span_ms, done.front().start, done.back().stop);
-  const double span = 1e-3 * span_ms;
-  const double per = steps > 0 ? 1e6 / steps : 0;
-  std::fprintf(f, "# GPU event timer: %zu operations, span %.4f s on the GPU clock", done.size(), span);
-  if (steps > 0) std::fprintf(f, ", %ld steps (%.1f us/step, %.1f operations/step)", steps, 1e6 * span / steps,
-                              double(done.size()) / steps);
-  std::fprintf(f, "\n# inside operations %.4f s (%.1f %%), idle gaps between them %.4f s (%.1f %%)\n", busy,
-               100 * busy / span, gaps, 100 * gaps / span);
-  if (steps > 0) std::fprintf(f, "# per step: %.1f us inside operations, %.1f us idle\n", busy * per, gaps * per);
-  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
-  std::sort(sorted.begin(), sorted.end(),
-            [](auto& a, auto& b) { return a.second.busy + a.second.gap > b.second.busy + b.second.gap; });
-  std::fprintf(f, "# %10s %10s %8s %10s %10s %6s  %s\n", "busy_s", "gap_s", "calls", "busy_us", "gap_us", "%span",
-               "operation (gap = GPU idle right before it)");
-  for (auto& r : sorted)
-    std::fprintf(f, "  %10.5f %10.5f %8ld %10.2f %10.2f %6.2f  %s\n", r.second.busy, r.second.gap, r.second.calls,
-                 1e6 * r.second.busy / std::max(1L, r.second.calls), 1e6 * r.second.gap / std::max(1L, r.second.calls),
-                 100 * (r.second.busy + r.second.gap) / span, r.first.c_str());
+  print_table(f, samples, 1e3 * span_ms, "GPU event", "inside operations", "idle gaps between them", "busy", "gap",
+              "gap = GPU idle right before it");
   if (f != stderr) std::fclose(f);
 }
 }

@@ -43,13 +43,18 @@ if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
   for c in $BATMOBILE_MD_PROFILE; do
     IFS=: read -r n rx ry rz ns <<<"$c"
     # the window starts after set-up and 20 warm-up steps (the 23rd compute: two set-ups + 20 steps + 1)
-    KOKKOS_PROFILE_LIBRARY="$OUT/libbm_gpu_timer.so" BM_GPU_TIMER_OUT="$OUT/gpu_profile_$n.txt" \
-      BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
-      -in bench/md/in.md_bench -log "$OUT/gpu_profile_$n.log" -screen none \
-      -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
-      -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single
-    say "profile $n atoms: $(grep "Loop time" "$OUT/gpu_profile_$n.log" | tail -n1)"
-    head -n 4 "$OUT/gpu_profile_$n.txt" 2>/dev/null
+    # BATMOBILE_MD_PROFILE_HOST=1: also a host-clock profile (no events: BM_GPU_TIMER_HOST=1) into gpu_host_profile_<atoms>.txt
+    for mode in event ${BATMOBILE_MD_PROFILE_HOST:+host}; do
+      prof=gpu_profile_$n; [ "$mode" = host ] && prof=gpu_host_profile_$n
+      KOKKOS_PROFILE_LIBRARY="$OUT/libbm_gpu_timer.so" BM_GPU_TIMER_OUT="$OUT/$prof.txt" \
+        BM_GPU_TIMER_HOST=$([ "$mode" = host ] && echo 1 || echo 0) \
+        BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
+        -in bench/md/in.md_bench -log "$OUT/$prof.log" -screen none \
+        -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single
+      say "profile ($mode) $n atoms: $(grep "Loop time" "$OUT/$prof.log" | tail -n1)"
+      head -n 4 "$OUT/$prof.txt" 2>/dev/null
+    done
   done
 fi
 if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
