@@ -46,6 +46,10 @@ template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 struct Graph {
   int n_local = 0, n_all = 0;
   int n_edges = -1;  // recv_offsets(n_local) if the caller knows it on the host (-1: the model reads it, a device wait)
+  // true: n_edges is only an upper bound on recv_offsets(n_local) (senders holds at least that many entries). The
+  // fused backend sizes its edge arrays by it and never needs the count on the host; the reference backend reads
+  // the count back (a device wait).
+  bool n_edges_is_bound = false;
   // true if the caller guarantees 0 <= senders(e) < n_all (e.g. indices from LAMMPS's neighbour lists): the model
   // then skips its own range check, a reduction the host would wait for every step
   bool senders_in_range = false;
@@ -105,7 +109,7 @@ class Model {
   // `exchange` refreshes ghost features between layers (may be null when n_all == n_local).
   void compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange, Results<ExecSpace>& out);
 
-  int64_t num_edges_last() const { return n_edges_; }
+  int64_t num_edges_last() const { return n_edges_; }  // (the caller's upper bound where Graph gave one)
 
  private:
   void ensure_capacity(int n_local, int n_all, int n_edges);

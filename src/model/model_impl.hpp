@@ -660,7 +660,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = graph.n_local, na = graph.n_all;
   int n_edges = graph.n_edges >= 0 ? graph.n_edges : 0;
-  if (nl > 0 && graph.n_edges < 0) {  // one value: the edge count is the last receiver offset
+  // The fused backend needs no exact count on the host (its kernels run over atoms): a bound sizes its edge arrays.
+  const bool need_count = graph.n_edges < 0 || (graph.n_edges_is_bound && backend_ != EdgeBackend::Fused);
+  if (need_count && nl == 0) n_edges = 0;
+  if (need_count && nl > 0) {  // one value: the edge count is the last receiver offset
     auto last = Kokkos::subview(graph.recv_offsets, nl);
     auto h_last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), last);
     n_edges = h_last();
@@ -692,8 +695,15 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-  build_sender_csr<ExecSpace>(nl, na, n_edges, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_,
-                              warp_team, !graph.senders_in_range);
+  // The sender-grouped edge lists (the adjoint alone reads them). Where the caller vouches for the sender indices
+  // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
+  // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
+  // kernel reads h through a sender index.
+  auto build_csr = [&] {
+    build_sender_csr<ExecSpace>(nl, na, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_, warp_team,
+                                !graph.senders_in_range);
+  };
+  if (!graph.senders_in_range) build_csr();
   auto erecv = edge_recv_;
   auto soff = send_offsets_;
   auto sedge = send_edges_;
@@ -736,7 +746,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   {
     auto h0 = h_[0];
     // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
-    Kokkos::parallel_for(
+    kernels::parallel_for_queued(
         "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
         KOKKOS_LAMBDA(int64_t x) {
           const int n = int(x / KC), f = int(x % KC), s = f < C ? species(n) : -1;
@@ -837,7 +847,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose m, o,
     // activations and updates live in team scratch ([feature][atom], block_row): the weights had been read once per
     // atom, and each with the latency of its own load.
-    Kokkos::parallel_for(
+    kernels::parallel_for_queued(
         "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
           constexpr int NA = kNodeAtoms;
@@ -951,7 +961,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         KOKKOS_LAMBDA(int64_t x) { p[x] = T(0); });
   };
   // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
-  Kokkos::parallel_reduce(
+  kernels::parallel_reduce_queued(
       "bm_readout",
       Kokkos::TeamPolicy<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
       KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
@@ -990,6 +1000,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
       energy_d);
 
   // ------------------------------------------------------------------ adjoint, layer by layer
+  if (graph.senders_in_range) build_csr();
   auto egrad = edge_grad_;
   if (!fused) Kokkos::deep_copy(egrad, 0.0);
   auto dmv = dm_;
@@ -1015,7 +1026,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput)) zero_ghost_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
     // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
-    Kokkos::parallel_for(
+    kernels::parallel_for_queued(
         "bm_node_adjoint", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
           constexpr int NA = kNodeAtoms;
@@ -1242,7 +1253,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto fv = fused_->vatom, fvs = fused_->vatom_send;
     auto vatom = out.vatom;
     const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
-    Kokkos::parallel_reduce(
+    kernels::parallel_reduce_queued(
         "bm_fused_out", Policy(0, na),
         KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
           for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a) + ffs(n, a);

@@ -1,12 +1,13 @@
 // Sender-grouped CSR of a receiver-grouped edge list, built on the device (used by Model::compute; its own
 // header so that tests can check it directly).
-//   build_sender_csr(nl, na, n_edges, roff, snd, erecv, soff, sedge, fill, team_size, check)
-//     in:  roff (nl + 1) receiver offsets, snd (n_edges) sender of each edge (0 <= snd < na)
+//   build_sender_csr(nl, na, roff, snd, erecv, soff, sedge, fill, team_size, check)
+//     in:  roff (nl + 1) receiver offsets, snd (n_edges = roff(nl)) sender of each edge (0 <= snd < na)
 //     out: erecv (n_edges) receiver of each edge; soff (na + 1) sender offsets; sedge (n_edges) edge ids grouped by
 //          sender, increasing within each sender; fill (na) is workspace. team_size: threads per atom (1 on hosts);
 //          cap: longest segment sorted in team scratch (longer ones: insertion sort).
 //     check: count out-of-range sender indices and throw std::runtime_error if there are any (the host waits for
 //     that count); without it such edges are left out of the sender lists (for callers that guarantee the range).
+//     The host needs no edge count: every kernel runs over receivers or senders (arrays of at least n_edges).
 #pragma once
 #include <Kokkos_Core.hpp>
 #include <stdexcept>
@@ -17,7 +18,7 @@ namespace batmobile {
 // the order -- and every floating-point sum over it -- the same on every run.
 // (A free function: CUDA forbids extended lambdas in private member functions.)
 template <class ExecSpace>
-void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, ExecSpace>& roff,
+void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
                       const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
                       const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
                       const Kokkos::View<int*, ExecSpace>& fill, int team_size, bool check = true,
@@ -70,10 +71,13 @@ void build_sender_csr(int nl, int na, int n_edges, const Kokkos::View<int*, Exec
         }
       });
   Kokkos::parallel_for(
-      "bm_csr_fill", Policy(0, n_edges), KOKKOS_LAMBDA(int e) {
-        const int j = snd(e);
-        if (j < 0 || j >= na) return;  // (only possible unchecked)
-        sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
+      "bm_csr_fill", per_receiver, KOKKOS_LAMBDA(const Member& team) {
+        const int i = team.league_rank();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, roff(i), roff(i + 1)), [&](int e) {
+          const int j = snd(e);
+          if (j < 0 || j >= na) return;  // (only possible unchecked)
+          sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
+        });
       });
   // Each sender's edges in increasing edge order, so that every sum over them has a fixed order. A team per
   // sender: each edge id's rank among the segment's (distinct) ids is its place; segments longer than the team

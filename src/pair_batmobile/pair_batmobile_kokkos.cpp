@@ -3,6 +3,8 @@
 #include "pair_batmobile_common.h"
 #include "pair_batmobile_kokkos_comm.h"
 
+#include <array>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,11 +23,14 @@
 #include "force.h"
 #include "kokkos.h"
 #include "memory_kokkos.h"
+#include "kernels/async_readback.hpp"
 #include "kernels/common.hpp"
+#include "kernels/env_switch.hpp"
 #include "model/model.hpp"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
+#include "update.h"
 
 using namespace LAMMPS_NS;
 
@@ -135,6 +140,15 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   Kokkos::View<int *, Exec> type_species, count;
   // the edge list's closest squared distance and edge count, in device memory: the host reads both in one copy
   Kokkos::View<double[2], Exec> edge_stats;
+  // On GPUs the host does not wait for that copy (the wait emptied the GPU's queue every step): the edge arrays are
+  // sized by the neighbour list's capacity and the closest distance is checked one compute() later, or at the end of
+  // this one where the host waits anyway (energy or virial wanted, last step of a run). Host back-ends read at once
+  // (they have no queue to keep). BATMOBILE_KK_DEFERRED_CHECK=0|1 overrides (A/B runs; tests on host back-ends).
+  bool deferred_check = true;
+  batmobile::kernels::AsyncReadback<Exec, 2> stats_readback;
+  bigint stats_step = 0;      // the step whose statistics stats_readback holds
+  bool stats_has_atoms = false;  // that step had local atoms (else no minimum was taken)
+  double closest_of(const std::array<double, 2> &v) const { return stats_has_atoms ? v[0] : 1e300; }
 };
 
 template <class DeviceType>
@@ -152,6 +166,13 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
   kk->graph_team = team_env ? std::max(1, std::atoi(team_env))
                             : (batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 1 : 32);
+  try {
+    kk->deferred_check = batmobile::kernels::env_switch("BATMOBILE_KK_DEFERRED_CHECK",
+                                                        [](int v) { return v == 0 || v == 1; }, "0 or 1")
+                             .value_or(batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 0 : 1) == 1;
+  } catch (const std::exception &e) {
+    error->all(FLERR, "pair_style batmobile/kk: {}", e.what());
+  }
 }
 
 template <class DeviceType>
@@ -252,17 +273,23 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   auto d_ilist = k_list->d_ilist;
   const int inum = list->inum;
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
-  const double rcsq = r_c * r_c, dminsq = 0.25 * min_distance * min_distance;
+  const double rcsq = r_c * r_c;
 
   KKImpl &I = *kk;
+  // a closest distance measured by an earlier compute() and not checked yet (deferred_check)
+  if (I.stats_readback.pending()) check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
   auto &g = I.graph;
   const auto grow = batmobile_pair::grow_capacity;
   if (batmobile_pair::reserve_atoms(I, nlocal, nall)) I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
   auto gx = g.x;
   auto gs = g.species;
   auto tsp = I.type_species;
+  auto count = I.count;
+  // (also zeroes the per-receiver counts, one launch instead of two)
   Kokkos::parallel_for(
-      "bm_kk_atoms", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+      "bm_kk_atoms", Policy(0, std::max(nall, nlocal + 1)), KOKKOS_LAMBDA(int n) {
+        if (n <= nlocal) count(n) = 0;
+        if (n >= nall) return;
         for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
         gs(n) = tsp(type(n));
       });
@@ -272,11 +299,9 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   using TeamPolicy = Kokkos::TeamPolicy<Exec>;
   using Member = typename TeamPolicy::member_type;
   const int graph_team = I.graph_team;
-  auto count = I.count;
-  // The host waits for the GPU once here (the edge count sizes the sender array; the closest distance is checked):
-  // the fill, the reduction and the scan go into device memory, and one copy brings both values back (a plain
-  // deep_copy(view, value), a reduction into a host value and a scan with a total would each make it wait).
-  Kokkos::deep_copy(Exec(), count, 0);
+  // The reduction and the scan go into device memory, and one copy brings the closest distance and the edge count
+  // back (a reduction into a host value and a scan with a total would each make the host wait). Where the check is
+  // deferred the host does not wait for that copy: the sender array is sized by the neighbour list's capacity.
   if (!I.edge_stats.data()) I.edge_stats = decltype(I.edge_stats)("bm_edge_stats");
   auto stats = I.edge_stats;
   using MemSpace = typename Exec::memory_space;
@@ -313,16 +338,17 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
           if (i == nlocal) stats(1) = acc;
         }
       });
-  double h_stats[2];
-  Kokkos::deep_copy(Kokkos::View<double[2], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h_stats), stats);
-  const int n_edges = static_cast<int>(h_stats[1]);
-  const double closest_sq = nlocal > 0 ? h_stats[0] : 1e300;
-  double all_closest = closest_sq;
-  MPI_Allreduce(&closest_sq, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
-  if (all_closest < dminsq)
-    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
-               "the model's training data ({:.4f} A); the model is not valid there", std::sqrt(all_closest),
-               min_distance);
+  I.stats_readback.start(stats);
+  I.stats_step = update->ntimestep;
+  I.stats_has_atoms = nlocal > 0;
+  const long long edge_bound = static_cast<long long>(inum) * static_cast<long long>(d_neighbors.extent(1));
+  const bool deferred = I.deferred_check && edge_bound < INT_MAX;
+  int n_edges = static_cast<int>(edge_bound);
+  if (!deferred) {
+    const auto v = I.stats_readback.take();
+    n_edges = static_cast<int>(v[1]);
+    check_closest(I.closest_of(v), I.stats_step);
+  }
   if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
   auto snd = g.senders;
   // ordered team scan: each kept neighbour's slot is the number of kept neighbours before it
@@ -344,13 +370,17 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
       });
   g.n_local = nlocal;
   g.n_all = nall;
-  g.n_edges = n_edges;          // (known here: the model need not read it back)
+  g.n_edges = n_edges;          // (known here, or bounded: the model need not read it back)
+  g.n_edges_is_bound = deferred;
   g.senders_in_range = true;    // neighbour-list indices, all < nall
 
   select_exchange(nlocal, nall);
   I.counts = batmobile_kk::ExchangeCounts();
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
                             error, "batmobile/kk");
+  // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
+  if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))
+    check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
   const auto &c = I.counts;
   const int counts[7] = {c.swap_forward, c.swap_reverse, c.lammps_forward, c.lammps_reverse, c.self_swaps,
                          c.mpi_direct,   c.mpi_staged};
@@ -385,6 +415,20 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     k_vatom.template sync<LMPHostType>();
   }
   atomKK->modified(execution_space, F_MASK);
+}
+
+// Error unless the closest pair of atoms (squared distance, the minimum over this rank's edges of the given step;
+// Kokkos's Min identity where it had none) is at least half the smallest distance in the model's training data, on
+// any rank. Collective: every rank calls it at the same point.
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::check_closest(double closest_sq, bigint step)
+{
+  double all_closest = closest_sq;
+  MPI_Allreduce(&closest_sq, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
+  if (all_closest < 0.25 * min_distance * min_distance)
+    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A at step {}, closer than half the smallest "
+               "distance in the model's training data ({:.4f} A); the model is not valid there",
+               std::sqrt(all_closest), step, min_distance);
 }
 
 // Picks this step's ghost exchange (see the header): the image map on one rank (it needs atom IDs), the own swap

@@ -56,6 +56,7 @@ class PairBatmobileKokkos : public PairBatmobile {
   int settings_keyword(int narg, char **arg) override;
   const char *settings_usage() const override;
   void select_exchange(int nlocal, int nall);
+  void check_closest(double closest_sq, bigint step);
   void update_image_exchange(int nlocal, int nall);
   bool ghost_comm_lammps = false;  // ghost_comm lammps: always LAMMPS's pair communication
   std::unique_ptr<KKImpl> kk;

@@ -288,7 +288,7 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   auto check_csr = [&](const std::vector<int>& s_h, int team, bool check) {
     auto snd = to_dev(s_h);
     Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
-    build_sender_csr<Exec>(nl, na, ne, roff, snd, erecv, soff, sedge, fill, team, check, 64);
+    build_sender_csr<Exec>(nl, na, roff, snd, erecv, soff, sedge, fill, team, check, 64);
     auto er = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), erecv);
     auto so = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), soff);
     auto se = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sedge);
@@ -311,7 +311,7 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   snd_h[5] = na;  // out of range
   auto bad = to_dev(snd_h);
   Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
-  EXPECT_THROW(build_sender_csr<Exec>(nl, na, ne, roff, bad, erecv, soff, sedge, fill, 2), std::runtime_error);
+  EXPECT_THROW(build_sender_csr<Exec>(nl, na, roff, bad, erecv, soff, sedge, fill, 2), std::runtime_error);
   check_csr(snd_h, 2 <= Exec().concurrency() ? 2 : 1, false);  // unchecked: edge 5 is in no sender's list
 }
 

@@ -381,6 +381,11 @@ def test_kk(env):
     b = observe(env, kokkos=True, threads=2, extra_env={"BATMOBILE_GRAPH_TEAM": "2"})
     ok &= compare("batmobile/kk (graph team 2) vs batmobile", b, a, 1e-10)
     ok &= same_results(env, "batmobile/kk graph team 2 vs 1", b, one)
+    # the closest-distance check deferred (GPU default: edge arrays sized by the neighbour list's capacity, the
+    # statistics read back without waiting) against the per-step readback (host default): the same results
+    gpu = env.vars.get("BACKEND") == "cuda"
+    other = observe(env, kokkos=True, threads=2, extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "0" if gpu else "1"})
+    ok &= same_results(env, f"batmobile/kk deferred check {'off' if gpu else 'on'} vs default", other, one)
     if not ok:
         fail("batmobile/kk differs from batmobile")
     print("PASS")
@@ -527,6 +532,15 @@ def test_errors(env):
         err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
         print(f"  {name:20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
         ok &= good
+    if env.has_style("batmobile/kk"):
+        # batmobile/kk with the closest-distance check deferred (the GPU default): still an error, at the step
+        script = base_script(env, data="water_close.data") + "run 0\n"
+        rc, out, _ = run_lmp(env, script, kokkos=True, threads=2, expect_fail=True,
+                             extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "1"})
+        good = rc != 0 and "closer than half the smallest" in out and "at step 0" in out
+        err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
+        print(f"  {'too close, kk':20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
+        ok &= good
     if not ok:
         fail("an error case did not stop with its message")
     print("PASS")
@@ -579,7 +593,10 @@ run 40
 """
     rows = {}
     logs = {}
-    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks)
+    # (the closest-distance check deferred, as on GPUs: the edge arrays sized by the neighbour list's capacity through
+    # re-neighbouring, each step's statistics checked at the next step or on thermo steps)
+    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks,
+              extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "1"})
     # the kk run also writes each atom's rank at steps 0 and 40 (migration check)
     md_kk = md.replace("thermo_style custom step pe ke press",
                        "compute bmx all pair batmobile\nthermo_style custom step pe ke press " + KK_COUNT_COLUMNS +
