@@ -3,7 +3,10 @@
 #   1. configures build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos, sm_90, ptxas verbose) once;
 #   2. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA against the LAMMPS
 #      sources (~20 s): host-only builds accept code that nvcc rejects (session 13: a reducer with a host result
-#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed);
+#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed). NOT as C++14, which
+#      the CUDA LAMMPS build uses for its sources (this tree's Kokkos is configured for C++17 and breaks under C++14):
+#      session 16's std::optional in the pair style passed here and failed the H200 build. Keep C++17 library types
+#      out of what the pair style includes;
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2, model_device_float: ~3 min each on 2 cores)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).

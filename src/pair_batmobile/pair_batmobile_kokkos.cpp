@@ -25,7 +25,6 @@
 #include "memory_kokkos.h"
 #include "kernels/async_readback.hpp"
 #include "kernels/common.hpp"
-#include "kernels/env_switch.hpp"
 #include "model/model.hpp"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
@@ -166,12 +165,12 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
   kk->graph_team = team_env ? std::max(1, std::atoi(team_env))
                             : (batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 1 : 32);
-  try {
-    kk->deferred_check = batmobile::kernels::env_switch("BATMOBILE_KK_DEFERRED_CHECK",
-                                                        [](int v) { return v == 0 || v == 1; }, "0 or 1")
-                             .value_or(batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 0 : 1) == 1;
-  } catch (const std::exception &e) {
-    error->all(FLERR, "pair_style batmobile/kk: {}", e.what());
+  // (read here rather than through kernels/env_switch.hpp: LAMMPS compiles its sources as C++14, without std::optional)
+  kk->deferred_check = !batmobile::kernels::runs_on_host<typename KKImpl::Exec>;
+  if (const char *v = std::getenv("BATMOBILE_KK_DEFERRED_CHECK")) {
+    if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+      error->all(FLERR, "pair_style batmobile/kk: BATMOBILE_KK_DEFERRED_CHECK must be 0 or 1");
+    kk->deferred_check = v[0] == '1';
   }
 }
 
