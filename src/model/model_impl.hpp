@@ -297,6 +297,11 @@ struct Model<T, ExecSpace>::FusedState {
   // src/kernels/interaction.hpp. BATMOBILE_EMBEDDING_LAYER=0, BATMOBILE_SCALAR_OUTPUT_LAYER=0: the general kernels
   // there (A/B runs). A one-layer model runs its layer as an embedding-input one (both roles at once are not compiled).
   bool embedding_layer = true, scalar_output_layer = true;
+  // The last layer's node update over l = 0 alone where it runs through the scalar-output kernels: only the l = 0 rows
+  // of its output reach the energy (the readout), the adjoint's dE/dh there is 0 for l >= 1, and those kernels read
+  // dE/dm and dE/do for l = 0 only, so the l >= 1 rows of the update, its gates and its adjoint are dead work
+  // (BATMOBILE_SCALAR_NODE=1, opt-in until timed on a GPU; results bit-identical). Its l >= 1 outputs stay unset.
+  bool scalar_node = false;
   int role(int t, int layers) const {
     if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
     return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
@@ -472,6 +477,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", zero_or_one, "0 or 1")) fused_->embedding_layer = *el == 1;
     if (const auto so = env_switch("BATMOBILE_SCALAR_OUTPUT_LAYER", zero_or_one, "0 or 1"))
       fused_->scalar_output_layer = *so == 1;
+    if (const auto sn = env_switch("BATMOBILE_SCALAR_NODE", zero_or_one, "0 or 1")) fused_->scalar_node = *sn == 1;
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
       auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
@@ -847,6 +853,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose m, o,
     // activations and updates live in team scratch ([feature][atom], block_row): the weights had been read once per
     // atom, and each with the latency of its own load.
+    // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::scalar_node)
+    const int Lt = fused && fused_->scalar_node && fused_->role(t, md.T_layers) == kernels::kScalarOutput ? 0 : L;
+    const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C;
     kernels::parallel_for_queued(
         "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
@@ -857,13 +866,13 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           T* gs = hps + KC * NA;                                                                 // (L C, NA)
           T* rs = gs + LCs * NA;                                                                 // (L + 1, NA)
           const T* w = md.w.data() + lb;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * KC * NA), [&](int n) {
-            const int a = n % NA, x_ = n / NA;
-            mo[n] = a >= nb ? T(0) : x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * KCt * NA), [&](int n) {
+            const int a = n % NA, r = n / NA, x_ = r < KCt ? r : KC + r - KCt;  // m rows, then o rows, < KCt each
+            mo[x_ * NA + a] = a >= nb ? T(0) : x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
           });
           team.team_barrier();
           // scalar mix + SiLU, and the gate pre-activations of l >= 1
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + L * C), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + Lt * C), [&](int n) {
             const int o = n < C ? n : n - C;
             // transposed weights (in, out): element (o, c) at c * rows + o
             const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
@@ -883,7 +892,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           });
           team.team_barrier();
           // equivariant mixes of l >= 1, gated
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (K - 1) * C), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (Kt - 1) * C), [&](int n) {
             const int k = 1 + n / C, o = n % C, l = degree_of(k);
             T zz[NA];
             for (int a = 0; a < NA; ++a) zz[a] = 0;
@@ -896,7 +905,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           });
           team.team_barrier();
           // update + residual
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt), [&](int n) {
             const int k = n / C, o = n % C, l = degree_of(k);
             T v[NA];
             for (int a = 0; a < NA; ++a) v[a] = a < nb ? h(i0 + a, n) : T(0);
@@ -908,8 +917,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           });
           team.team_barrier();
           // RMS norm per atom and degree l: one thread per (atom, l) sums its (2l + 1) C squares
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (L + 1)), [&](int n) {
-            const int a = n / (L + 1), l = n % (L + 1);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (Lt + 1)), [&](int n) {
+            const int a = n / (Lt + 1), l = n % (Lt + 1);
             T ss = 0;
             for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps[x_ * NA + a] * hps[x_ * NA + a];
             const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
@@ -917,8 +926,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             rs[l * NA + a] = rms;
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
-            const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KCt), [&](int n) {
+            const int a = n / KCt, x_ = n % KCt, l = degree_of(x_ / C);
             hn(i0 + a, x_) = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
           });
         });
@@ -1026,6 +1035,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput)) zero_ghost_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
     // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
+    // degrees of the update's adjoint: as in the forward (FusedState::scalar_node); the input adjoint's l >= 1 rows
+    // are then written 0 (the fused adjoint adds to them)
+    const int Lt = fused && fused_->scalar_node && fused_->role(t, md.T_layers) == kernels::kScalarOutput ? 0 : L;
+    const int KCt = (Lt + 1) * (Lt + 1) * C;
     kernels::parallel_for_queued(
         "bm_node_adjoint", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
@@ -1038,15 +1051,15 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           T* dgam = dz + KC * NA;                                                                        // (L C, NA)
           T* coef = dgam + LCs * NA;                                                                     // (L + 1, NA)
           const T* w = md.w.data() + lb;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC * NA), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt * NA), [&](int n) {
             const int a = n % NA, x_ = n / NA;
             dhp[n] = a < nb ? dh(i0 + a, x_) : T(0);
             hps[n] = a < nb ? hpv(i0 + a, x_) : T(0);
           });
           team.team_barrier();
           // RMS norm, per atom and degree l: one thread per (atom, l)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (L + 1)), [&](int n) {
-            const int a = n / (L + 1), l = n % (L + 1);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * (Lt + 1)), [&](int n) {
+            const int a = n / (Lt + 1), l = n % (Lt + 1);
             const T rms = rmsv(i0 + a, l);
             T dot = 0;
             for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_)
@@ -1056,13 +1069,17 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb * KC), [&](int n) {
             const int a = n / KC, x_ = n % KC, l = degree_of(x_ / C);
+            if (x_ >= KCt) {  // degrees the update skipped: their adjoint is 0
+              dhin(i0 + a, x_) = T(0);
+              return;
+            }
             const T v = w[md.o_gn[l] + x_ % C] * dhp[x_ * NA + a] / rmsv(i0 + a, l) - hps[x_ * NA + a] * coef[l * NA + a];
             dhp[x_ * NA + a] = v;
             dhin(i0 + a, x_) = v;  // residual
           });
           team.team_barrier();
           // update -> activations -> mix outputs (SiLU for l = 0, gated for l >= 1)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
             T acc[NA];
             for (int a = 0; a < NA; ++a) acc[a] = 0;
@@ -1076,7 +1093,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
           });
           team.team_barrier();
           // gate pre-activations
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, L * C * NA), [&](int n) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Lt * C * NA), [&](int n) {
             const int a = n % NA, lc = n / NA, l = 1 + lc / C, c = lc % C;
             T g = 0;
             if (a < nb) {
@@ -1088,14 +1105,14 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             dgam[n] = g;
           });
           team.team_barrier();
-          // mixes -> dE/dm, dE/do
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+          // mixes -> dE/dm, dE/do (their l >= 1 rows unset where the update skipped them: nothing reads them)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt), [&](int n) {
             const int k = n / C, c = n % C, l = degree_of(k);
             T am[NA], ao[NA];
             for (int a = 0; a < NA; ++a) am[a] = ao[a] = 0;
             const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
             block_fma2(w + oM + c, w + oO + c, C, dz + k * C * NA, C, am, ao);
-            if (k == 0) block_fma2(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
+            if (k == 0 && Lt > 0) block_fma2(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
             for (int a = 0; a < nb; ++a) {
               dmv(i0 + a, n) = am[a];
               dov(i0 + a, n) = ao[a];

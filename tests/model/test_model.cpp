@@ -525,6 +525,39 @@ TEST(ModelEnv, NodeAtomBlocks) {
   }
 }
 
+// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1; only those rows reach the energy) gives the
+// same energy, forces, per-atom energies and virials bit for bit, in both precisions; bad values are errors. (With
+// the general kernels in the last layer the switch does nothing: they read dE/dm and dE/do of every degree.)
+TEST(ModelEnv, ScalarNode) {
+  Reference r = read_reference("periodic");
+  for (const char* bad : {"2", "x"}) {
+    setenv("BATMOBILE_SCALAR_NODE", bad, 1);
+    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  }
+  unsetenv("BATMOBILE_SCALAR_NODE");
+  // each model evaluates a displaced geometry first, so that the compared evaluation starts from used buffers (the
+  // rows the switch leaves unset hold the first evaluation's values: a fresh model's zeros would hide a missed write)
+  std::vector<double> moved = r.pos;
+  for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 7) - 3);
+  auto second = [&](auto tag, bool on) {
+    using T = decltype(tag);
+    if (on) setenv("BATMOBILE_SCALAR_NODE", "1", 1);
+    Model<T, Exec> m(load(), EdgeBackend::Fused);
+    unsetenv("BATMOBILE_SCALAR_NODE");
+    evaluate(m, moved, r.species, r.cell, r.pbc);
+    return evaluate(m, r.pos, r.species, r.cell, r.pbc);
+  };
+  auto same = [](const Evaluation& a, const Evaluation& b) {
+    EXPECT_EQ(a.energy, b.energy);
+    EXPECT_EQ(a.forces, b.forces);
+    EXPECT_EQ(a.eatom, b.eatom);
+    EXPECT_EQ(a.vatom, b.vatom);
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(a.virial[k], b.virial[k]);
+  };
+  same(second(float(), true), second(float(), false));
+  same(second(double(), true), second(double(), false));
+}
+
 static void expect_load_error(const std::string& file, const std::string& fragment) {
   try {
     load_model_file(file);
