@@ -3,10 +3,10 @@
 #   1. configures build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos, sm_90, ptxas verbose) once;
 #   2. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA against the LAMMPS
 #      sources (~20 s): host-only builds accept code that nvcc rejects (session 13: a reducer with a host result
-#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed). NOT as C++14, which
-#      the CUDA LAMMPS build uses for its sources (this tree's Kokkos is configured for C++17 and breaks under C++14):
-#      session 16's std::optional in the pair style passed here and failed the H200 build. Keep C++17 library types
-#      out of what the pair style includes;
+#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed). As C++14, against a
+#      Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only, ~2 s once): the CUDA LAMMPS build
+#      compiles its sources so (session 16: std::optional in the pair style failed the H200 build; a C++17 check had
+#      passed it);
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2, model_device_float: ~3 min each on 2 cores)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
@@ -26,13 +26,17 @@ if [ ! -f "$B/build.ninja" ]; then
     -DCMAKE_CXX_FLAGS=-Xptxas=-v > /dev/null
 fi
 LB=$(ls -td "$BATMOBILE_CACHE"/build/lammps-*/lammps/includes 2> /dev/null | head -n1)  # generated style headers
-KB=$B/kokkos
-log "pair style for CUDA"
+# the pair style as the CUDA LAMMPS build compiles it: C++14 (Kokkos 3.4's default standard for CUDA there)
+KB=$B/kokkos14
+[ -f "$KB/KokkosCore_config.h" ] || cmake -S "$LV/lib/kokkos" -B "$KB" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=14 -DKokkos_ENABLE_CUDA=ON \
+  -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON > "$B/kokkos14_configure.log"
+log "pair style for CUDA (C++14)"
 "$LV/lib/kokkos/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DLAMMPS_SMALLBIG -DLMP_KOKKOS -DOMPI_SKIP_MPICXX \
   -Isrc/pair_batmobile -Isrc -I"$LV/src" -I"$LV/src/KOKKOS" -I"$KB" -I"$KB/core/src" -I"$LV/lib/kokkos/core/src" \
   -I"$KB/containers/src" -I"$LV/lib/kokkos/containers/src" -I"$KB/algorithms/src" -I"$LV/lib/kokkos/algorithms/src" \
   ${LB:+-I"$LB"} -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
-  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi -O1 -std=c++17 -fPIC -expt-extended-lambda -arch=sm_90 \
+  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi -O1 -std=c++14 -fPIC -expt-extended-lambda -arch=sm_90 \
   -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
 log "pair style: ok"
 if [ "${1:-}" = --kernels ]; then
