@@ -11,8 +11,9 @@
 //   rb.start(src)               queues the copy of src(0..N-1) (device memory of Exec) on Exec's default instance and
 //                               records an event after it; on host back-ends it copies at once
 //   rb.pending()                true from start() until take()
-//   rb.take()                   waits until the copy has landed (at once where the GPU is past it), clears pending
-//                               and returns the N values
+//   rb.values()                 waits until the copy has landed (at once where the GPU is past it) and returns the N
+//                               values (pending stays set)
+//   rb.take()                   values(), and clears pending
 // Throws std::runtime_error on a CUDA error.
 #pragma once
 #include <Kokkos_Core.hpp>
@@ -65,6 +66,10 @@ class AsyncReadback {
 
   std::array<double, N> take() {
     pending_ = false;
+    return values();
+  }
+
+  std::array<double, N> values() const {
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
       check_cuda(cudaEventSynchronize(event_), "readback: wait");

@@ -340,13 +340,16 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   I.stats_readback.start(stats);
   I.stats_step = update->ntimestep;
   I.stats_has_atoms = nlocal > 0;
+  // (when the check runs depends on settings every rank shares, never on this rank's sizes: it is collective)
   const long long edge_bound = static_cast<long long>(inum) * static_cast<long long>(d_neighbors.extent(1));
-  const bool deferred = I.deferred_check && edge_bound < INT_MAX;
+  const bool bounded = I.deferred_check && edge_bound < INT_MAX;
   int n_edges = static_cast<int>(edge_bound);
-  if (!deferred) {
+  if (!I.deferred_check) {
     const auto v = I.stats_readback.take();
     n_edges = static_cast<int>(v[1]);
     check_closest(I.closest_of(v), I.stats_step);
+  } else if (!bounded) {  // a capacity beyond int: the exact count (a wait); the check stays deferred
+    n_edges = static_cast<int>(I.stats_readback.values()[1]);
   }
   if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
   auto snd = g.senders;
@@ -370,7 +373,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_local = nlocal;
   g.n_all = nall;
   g.n_edges = n_edges;          // (known here, or bounded: the model need not read it back)
-  g.n_edges_is_bound = deferred;
+  g.n_edges_is_bound = bounded;
   g.senders_in_range = true;    // neighbour-list indices, all < nall
 
   select_exchange(nlocal, nall);
