@@ -107,19 +107,9 @@ if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
     done
   fi
 fi
-ab_runs() {  # ab_runs "SETTINGS" "CASES" TIMEOUT: each setting on the cases, in its own process
-  for ab in $1; do
-    name=${ab#*:}
-    [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
-    IFS=+ read -r -a vars <<<"${ab%%:*}"
-    say "$name loads $(env "${vars[@]}" ldd "$LMP" | grep -o "[^ ]*liblammps[^ ]*" | tail -n1)"
-    env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
-      timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/$name" > "$OUT/$name.log" 2>&1
-    say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$OUT/$name/md_raw.txt" 2>/dev/null)"
-  done
-}
-ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40
-ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45
+source scripts/gpu/ab_runs.sh
+ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
+ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45 "$OUT"
 LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
 if [ "$LEFT" -gt 30 ]; then
   say "MD benchmark (at most ${LEFT}s)"

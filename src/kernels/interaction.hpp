@@ -83,6 +83,14 @@ inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode
 // lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
 inline constexpr float kMaskedLogit = -3e38f;
 
+// Components (a, 0..K-1, c) of an (n, K, C) view as tp.hpp's Strided (a row pointer and an int stride): the view's
+// 64-bit index arithmetic per component cost ~4 instructions per load in the fused kernels (Nsight Compute,
+// session 15).
+template <class V>
+KOKKOS_INLINE_FUNCTION Strided<typename V::non_const_value_type> components(const V& v, int a, int c) {
+  return {&v(a, 0, c), int(v.stride(1))};
+}
+
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).
 KOKKOS_INLINE_FUNCTION constexpr int edge_split(int ts, int C) { return ts >= C ? ts / C : 1; }
@@ -827,11 +835,8 @@ struct InteractionKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
-    // through a row pointer and an int stride: the view's 64-bit index arithmetic per component cost ~4 instructions
-    // per load in the fused kernels (Nsight Compute, session 15)
-    const T* hp = &h(j, 0, c);
-    const int st = int(h.stride(1));
-    for (int kk = 0; kk < K; ++kk) hj[kk] = kk < KI ? hp[kk * st] : T(0);
+    const auto hr = components(h, j, c);
+    for (int kk = 0; kk < K; ++kk) hj[kk] = kk < KI ? hr[kk] : T(0);
   }
 
   // Attention terms of chunk edge t = (i <- j), head a, at distance d with Bessel basis B and dB/dd, formed once
@@ -1049,10 +1054,8 @@ struct InteractionKernel {
     const T inv_d = T(1) / d;
     sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
     load_h(j, c, hj);
-    // gm_i, go_i, o_i through row pointers (see load_h)
-    const T* gmp = &gm(i, 0, c);
-    const int gst = int(gm.stride(1));
-    for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gmp[kk * gst] : T(0);  // (scalar output: l = 0 only)
+    const auto gmr = components(gm, i, c);
+    for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gmr[kk] : T(0);  // (scalar output: l = 0 only)
     T gY[K];
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     T gd = T(0), gs = T(0), pw = T(0);
@@ -1062,11 +1065,10 @@ struct InteractionKernel {
       for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
       tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
       T tt = T(0);
-      const T *gop = &go(i, 0, c), *op = &o(i, 0, c);
-      const int gost = int(go.stride(1)), ost = int(o.stride(1));
+      const auto gor = components(go, i, c), orow = components(o, i, c);
       for (int kk = 0; kk < K; ++kk) {
-        goi[kk] = kk < KO ? gop[kk * gost] : T(0);
-        if (kk < KO) tt += goi[kk] * (v[kk] - op[kk * ost]);
+        goi[kk] = kk < KO ? gor[kk] : T(0);
+        if (kk < KO) tt += goi[kk] * (v[kk] - orow[kk]);
       }
       // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it); de/ds = e and
       // de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd

@@ -306,6 +306,10 @@ struct Model<T, ExecSpace>::FusedState {
     if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
     return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
   }
+  // Highest degree that layer t's node update and its adjoint compute (L: all; 0 under scalar_node).
+  int update_lmax(int t, int layers, int L) const {
+    return scalar_node && role(t, layers) == kernels::kScalarOutput ? 0 : L;
+  }
 };
 
 template <class T, class ExecSpace>
@@ -668,11 +672,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   int n_edges = graph.n_edges >= 0 ? graph.n_edges : 0;
   // The fused backend needs no exact count on the host (its kernels run over atoms): a bound sizes its edge arrays.
   const bool need_count = graph.n_edges < 0 || (graph.n_edges_is_bound && backend_ != EdgeBackend::Fused);
-  if (need_count && nl == 0) n_edges = 0;
-  if (need_count && nl > 0) {  // one value: the edge count is the last receiver offset
-    auto last = Kokkos::subview(graph.recv_offsets, nl);
-    auto h_last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), last);
-    n_edges = h_last();
+  if (need_count) {  // one value: the edge count is the last receiver offset
+    n_edges = 0;
+    if (nl > 0)
+      n_edges = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(graph.recv_offsets, nl))();
   }
   n_edges_ = n_edges;
   if (na > nl && !exchange && d_.T_layers > 1)
@@ -854,8 +857,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // activations and updates live in team scratch ([feature][atom], block_row): the weights had been read once per
     // atom, and each with the latency of its own load.
     // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::scalar_node)
-    const int Lt = fused && fused_->scalar_node && fused_->role(t, md.T_layers) == kernels::kScalarOutput ? 0 : L;
-    const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C;
+    const int Lt = fused ? fused_->update_lmax(t, md.T_layers, L) : L, Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C;
     kernels::parallel_for_queued(
         "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;
@@ -1037,8 +1039,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
     // degrees of the update's adjoint: as in the forward (FusedState::scalar_node); the input adjoint's l >= 1 rows
     // are then written 0 (the fused adjoint adds to them)
-    const int Lt = fused && fused_->scalar_node && fused_->role(t, md.T_layers) == kernels::kScalarOutput ? 0 : L;
-    const int KCt = (Lt + 1) * (Lt + 1) * C;
+    const int Lt = fused ? fused_->update_lmax(t, md.T_layers, L) : L, KCt = (Lt + 1) * (Lt + 1) * C;
     kernels::parallel_for_queued(
         "bm_node_adjoint", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
           const int i0 = team.league_rank() * nba, nb = nl - i0 < nba ? nl - i0 : nba;

@@ -489,9 +489,11 @@ std::pair<double, double> max_diff(const V& a, const V& b) {
   return {d, s};
 }
 
-// Two kernel runs give bit for bit the same m, o, dE/dh, forces and per-atom virial.
+// Two kernel runs give bit for bit the same softmax state M, Z, m, o, dE/dh, forces and per-atom virial.
 template <class T>
 void expect_bitwise_equal(const KernelRun<T>& a, const KernelRun<T>& b) {
+  EXPECT_EQ(max_diff(a.M, b.M).first, 0.0);  // the forward's saved softmax state
+  EXPECT_EQ(max_diff(a.Z, b.Z).first, 0.0);
   EXPECT_EQ(max_diff(a.m, b.m).first, 0.0);
   EXPECT_EQ(max_diff(a.o, b.o).first, 0.0);
   EXPECT_EQ(max_diff(a.gh, b.gh).first, 0.0);

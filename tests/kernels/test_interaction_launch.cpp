@@ -175,7 +175,6 @@ TEST(Interaction, BasisChunks) {
           SCOPED_TRACE(b.str());
           const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
           expect_bitwise_equal(ref, run);
-          EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
           // the launch: basis chunks are multiples of the radial chunk, at most 64 and at most the request
           prm.radial_mode = mode;
           prm.radial_chunk = chunk;
@@ -221,7 +220,6 @@ TEST(Interaction, PrepareSpan) {
           SCOPED_TRACE(b.str());
           const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, b);
           expect_bitwise_equal(ref, run);
-          EXPECT_EQ(max_diff(ref.Z, run.Z).first, 0.0);
         }
       }
   // the automatic span: the smallest divisor of H with one round of items, H where none has
