@@ -24,7 +24,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 T0=$(date +%s); DEADLINE=${BATMOBILE_MD_AB_DEADLINE_S:-575}
-say() { echo "[md_ab +$(( $(date +%s) - T0 ))s] $*"; }
+# (also into OUTDIR/md_ab.out, packed with the rest: bench/md/collect_ab_runs.py reads the A/B lines from it)
+say() { echo "[md_ab +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/md_ab.out"; }
 pack_out() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"; }
 scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is .carry/ carried?)"; exit 1; }
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)

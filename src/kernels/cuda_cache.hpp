@@ -23,6 +23,7 @@
 //       occupancy calculator: before a kernel's first launch that one assumes the default carveout (on the H200
 //       it picked 40/44-edge basis chunks for teams of 128 where 3 blocks of ~38 KB fit after the launch).
 //       Throws on a CUDA error. The arithmetic: blocks_per_sm_for(SmLimits, registers, team_size, scratch_bytes).
+//   multiprocessor_count<ExecSpace>()               the current CUDA device's SM count (-1 off CUDA)
 // Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
@@ -126,6 +127,22 @@ int blocks_per_sm(int team_size, size_t scratch_bytes) {
   }
 #endif
   (void)team_size, (void)scratch_bytes;
+  return -1;
+}
+
+template <class ExecSpace>
+int multiprocessor_count() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    static const int sms = [] {
+      int dev = 0, n = 0;
+      check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+      check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "SM count");
+      return n;
+    }();
+    return sms;
+  }
+#endif
   return -1;
 }
 

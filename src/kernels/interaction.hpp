@@ -183,6 +183,12 @@ struct LayerParams {
   int concurrent_adjoints = 1;
 };
 
+// Team size argument of the fused kernels' launches: automatic, with the GPU edge split lowered where fewer waves of
+// blocks finish sooner (wave_aware_split: e.g. 648 teams in 528 block slots run as two waves with S = 4, in one of
+// 660 with S = 3); elsewhere (host back-ends, no SM count) as 0 = automatic. (A launch argument like the team size,
+// not a LayerParams field: the kernels capture LayerParams, and this is host-side launch policy.)
+constexpr int kWaveAwareTeam = -1;
+
 // The rows of radial.W2 (2 P C, H; model-file shape) that a layer of role `role` uses (those of its paths,
 // LayerPaths), weights then values, in the same (path, channel) order.
 template <int L>
@@ -1316,6 +1322,30 @@ int largest_chunk_keeping(int gsc, int gch, const Blocks& blocks) {
   return gsc;
 }
 
+// Edge split for n teams (pure; tests check it anywhere): of S_max, S_max - 1, ..., 1, the S with the fewest
+// waves per edge slot, ceil(n / slots(S)) / S, where slots(S) (<= 0: not possible) is how many teams of split S the
+// GPU holds at once; ties keep the larger S. A team's time is taken as proportional to 1 / S (its edge loop).
+template <class Slots>
+int wave_aware_split(int n, int S_max, const Slots& slots) {
+  int best = S_max;
+  long best_waves = -1;
+  for (int S = S_max; S >= 1; --S) {
+    const long sl = slots(S);
+    if (sl <= 0) continue;
+    const long waves = (n + sl - 1) / sl;
+    if (best_waves < 0 || waves * best < best_waves * S) best = S, best_waves = waves;  // waves/S < best's
+  }
+  return best;
+}
+
+// Blocks per SM of kernel `kern` of tag Tag as launch_fused will launch it (capped or not), -1 off CUDA.
+template <class Tag, class Kern>
+int fused_blocks_per_sm(const Kern& kern, int team_size, size_t bytes) {
+  if constexpr (fused_cap_blocks<Kern, Tag> > 0)
+    if (fused_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, CappedPolicy<Kern, Tag>>(team_size, bytes);
+  return blocks_per_sm<Kern, Kokkos::TeamPolicy<typename Kern::exec, Tag>>(team_size, bytes);
+}
+
 // The largest basis chunk, from kern.gsc down in steps of the radial chunk kern.gch, with which the kernel (as
 // launch_kernel will launch it: capped or not) keeps as many blocks per SM as with gch: a larger
 // scratch must not cost occupancy. On the H200 (session 8), 64-edge basis chunks (~38 KB of scratch): teams of 128
@@ -1327,12 +1357,7 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
   const int S = edge_split(team_size, p.C);
   const bool overlap = Kern::chunk_overlap(team_size);
   auto blocks = [&](int gsc) {
-    const size_t bytes = Kern::scratch_bytes(p.C, p.H, p.dk, adjoint, S, kern.gch, overlap, gsc);
-    using Plain = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
-    if constexpr (fused_cap_blocks<Kern, Tag> > 0)
-      if (fused_capped<Kern, Tag>(kern, team_size))
-        return blocks_per_sm<Kern, CappedPolicy<Kern, Tag>>(team_size, bytes);
-    return blocks_per_sm<Kern, Plain>(team_size, bytes);
+    return fused_blocks_per_sm<Tag>(kern, team_size, Kern::scratch_bytes(p.C, p.H, p.dk, adjoint, S, kern.gch, overlap, gsc));
   };
   return largest_chunk_keeping(kern.gsc, kern.gch, blocks);
 }
@@ -1341,8 +1366,9 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
 // chunk: basis_chunk_for, after the radial chunk is chosen, so that it never costs a smaller one). team_size: 0 =
 // automatic (host back-ends: 1, channels looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered
 // until the scratch fits scratch_size_max(0) and the team fits team_size_max; with prm.radial_mode = 1 the largest
-// S for which a mode-1 chunk of >= S edges fits, else mode 0); 1 or C * S: explicit (tests run the GPU paths on
-// OpenMP with it; mode 1 then takes the largest chunk that fits, the host back-ends not limiting it).
+// S for which a mode-1 chunk of >= S edges fits, else mode 0); kWaveAwareTeam: automatic, S then lowered by
+// wave_aware_split for n teams (CUDA); 1 or C * S: explicit (tests run the GPU paths on OpenMP with it; mode 1 then
+// takes the largest chunk that fits, the host back-ends not limiting it).
 template <class Tag, class Kern>
 inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, bool adjoint,
                                                                      int team_size = 0) {
@@ -1362,11 +1388,25 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
+  const bool wave_aware = team_size == kWaveAwareTeam;
+  if (wave_aware) team_size = 0;
   if (team_size == 0 && !host) {
     const int tmax = Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag());
     const auto sg = Kern::gpu_launch(C, H, dk, adjoint, gemm, want, tmax, limit);
     team_size = C * sg.first;
     kern.gch = sg.second;
+    const int sms = multiprocessor_count<typename Kern::exec>();
+    if (wave_aware && sg.first > 1 && sms > 0) {
+      // candidates keep whole warps (tensor_core_ok) and the radial path gpu_launch chose (a chunk >= S edges)
+      auto chunk = [&](int S) { return sg.second > 0 ? Kern::radial_chunk_for(C, H, dk, adjoint, S, limit, want, S) : 0; };
+      const int S = wave_aware_split(n, sg.first, [&](int s) {
+        const int g = chunk(s);
+        if ((C * s) % 32 != 0 || (sg.second > 0 && g == 0)) return 0;
+        return sms * fused_blocks_per_sm<Tag>(kern, C * s, Kern::scratch_bytes(C, H, dk, adjoint, s, g, true, g));
+      });
+      team_size = C * S;
+      kern.gch = chunk(S);
+    }
   } else {
     if (team_size == 0) team_size = 1;
     if (gemm && host && team_size == 1)  // host: one thread runs the chunk GEMM, then loops over the channels

@@ -96,6 +96,16 @@ struct ModelData {
 // atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
 enum class EdgeBackend { Fused, Reference };
 
+// Atoms per node-kernel team that BATMOBILE_NODE_ATOMS=0 picks for nl local atoms on a GPU of `sms` SMs (sms <= 0:
+// not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2 (H200
+// session 14: one atom per team ran slower than four at 648 atoms; session 17: two faster in one run).
+inline int auto_node_atoms(int nl, int sms, int max_atoms) {
+  if (sms <= 0) return max_atoms;
+  int nba = max_atoms;
+  while (nba > 2 && (nl + nba - 1) / nba < 2 * sms) --nba;
+  return nba;
+}
+
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Model {
  public:
@@ -117,7 +127,7 @@ class Model {
   void with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn);
   template <class Fn>
   void with_layer_role(int t, Fn f) const;
-  int fused_team_size(int nl) const;
+  int fused_team_size(int nl, bool forward = false) const;
   void fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph);
   void fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph, FeatureView dh_in);
   struct FusedState;  // kernel-library parameters and workspace (defined in model_impl.hpp)
@@ -127,7 +137,7 @@ class Model {
   ModelData<T, ExecSpace> d_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
-  int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS, 1..model_detail::kNodeAtoms)
+  int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS: 1..kNodeAtoms, 0 = automatic)
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)

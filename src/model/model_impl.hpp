@@ -271,14 +271,17 @@ void IndexMapGhostExchange<T, ExecSpace>::reverse(FeatureView dh) {
   auto list = ghost_list_;
   const int nl = n_local_, width = static_cast<int>(dh.extent(1)), ng = static_cast<int>(list.extent(0));
   if (ng == 0) return;
+  // every ghost is in exactly one owner's list, so the thread that folds a ghost value in also zeroes it (one
+  // launch instead of a second pass over the ghost rows)
   Kokkos::parallel_for(
       "bm_ghost_reverse", Kokkos::RangePolicy<ExecSpace>(0, nl * width), KOKKOS_LAMBDA(int n) {
         const int i = n / width, x = n % width;
-        for (int q = off(i); q < off(i + 1); ++q) dh(i, x) += dh(nl + list(q), x);
+        for (int q = off(i); q < off(i + 1); ++q) {
+          T& g = dh(nl + list(q), x);
+          dh(i, x) += g;
+          g = 0;
+        }
       });
-  Kokkos::parallel_for(
-      "bm_ghost_reverse_zero", Kokkos::RangePolicy<ExecSpace>(0, ng * width),
-      KOKKOS_LAMBDA(int n) { dh(nl + n / width, n % width) = 0; });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -290,7 +293,9 @@ struct Model<T, ExecSpace>::FusedState {
   // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the receiver adjoints, f_send,
   // vatom_send by the sender adjoints (so that the two can run side by side); summed in bm_fused_out
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
-  int team_size = 0;  // fused kernels' team size, 0 = automatic
+  int team_size = 0;          // fused kernels' team size, 0 = automatic
+  int forward_team_size = -1;  // the forward kernel's (BATMOBILE_FORWARD_TEAM), -1 = team_size's rule
+  bool wave_teams = false;     // automatic team sizes as kernels::kWaveAwareTeam (BATMOBILE_WAVE_TEAMS=1)
   // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
   // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
   // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
@@ -300,8 +305,9 @@ struct Model<T, ExecSpace>::FusedState {
   // The last layer's node update over l = 0 alone where it runs through the scalar-output kernels: only the l = 0 rows
   // of its output reach the energy (the readout), the adjoint's dE/dh there is 0 for l >= 1, and those kernels read
   // dE/dm and dE/do for l = 0 only, so the l >= 1 rows of the update, its gates and its adjoint are dead work
-  // (BATMOBILE_SCALAR_NODE=1, opt-in until timed on a GPU; results bit-identical). Its l >= 1 outputs stay unset.
-  bool scalar_node = false;
+  // (BATMOBILE_SCALAR_NODE=0 turns it off; results bit-identical; H200 session 17, same build: +2..4 % MD steps/s at
+  // 648 atoms, +1.5 % at 10,368). Its l >= 1 outputs stay unset.
+  bool scalar_node = true;
   int role(int t, int layers) const {
     if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
     return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
@@ -321,9 +327,10 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
   node_team_ = kernels::env_switch("BATMOBILE_NODE_TEAM", [](int v) { return v >= 1 && v <= 1024; },
                                    "a team size 1..1024")
                    .value_or(kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
-  // Atoms per node-kernel team (each weight read once for all of them); BATMOBILE_NODE_ATOMS=1..kNodeAtoms for A/B.
+  // Atoms per node-kernel team (each weight read once for all of them); BATMOBILE_NODE_ATOMS=1..kNodeAtoms for A/B,
+  // 0: automatic (auto_node_atoms, model.hpp).
   if (const auto nba = kernels::env_switch(
-          "BATMOBILE_NODE_ATOMS", [](int v) { return v >= 1 && v <= model_detail::kNodeAtoms; }, "1, 2, 3 or 4"))
+          "BATMOBILE_NODE_ATOMS", [](int v) { return v >= 0 && v <= model_detail::kNodeAtoms; }, "0, 1, 2, 3 or 4"))
     node_atoms_ = *nba;
   const ModelHyper& hp = hyper_;
   auto& md = d_;
@@ -513,6 +520,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_CONST_SLOTS=0|1 1 (default): the fused kernels of MD launched by our own code with their functor
     //     in constant memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0: by
     //     Kokkos;
+    //   BATMOBILE_WAVE_TEAMS=0|1 0 (default): 1 = the automatic edge split lowered where fewer waves of blocks finish
+    //     sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic);
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
@@ -533,6 +542,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
     if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
+    if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", zero_or_one, "0 or 1")) fused_->wave_teams = *wt == 1;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
@@ -545,6 +555,11 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto team = env_switch("BATMOBILE_INTERACTION_TEAM", [](int v) { return v <= 1024; },
                                      "0 (automatic) or a team size C x S of at most 1024"))
       if (!kernels::runs_on_host<ExecSpace>) fused_->team_size = *team;
+    // BATMOBILE_FORWARD_TEAM=0|C*S the forward kernel's alone (A/B runs: its register cap admits more blocks per SM
+    // than the adjoints', so that its best team size for few atoms may differ; unset = as the adjoints').
+    if (const auto ft = env_switch("BATMOBILE_FORWARD_TEAM", [](int v) { return v >= 0 && v <= 1024; },
+                                   "0 (automatic) or a team size C x S of at most 1024"))
+      if (!kernels::runs_on_host<ExecSpace>) fused_->forward_team_size = *ft;
   }
 }
 
@@ -621,9 +636,10 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
 // Team size of the fused kernels for nl local atoms: BATMOBILE_INTERACTION_TEAM if set, else automatic (0) with
 // half the automatic edge split from kManyAtoms atoms on (GPUs only; host back-ends run one thread per team).
 template <class T, class ExecSpace>
-int Model<T, ExecSpace>::fused_team_size(int nl) const {
-  if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace> || nl < model_detail::kManyAtoms)
-    return fused_->team_size;
+int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
+  if (forward && fused_->forward_team_size >= 0) return fused_->forward_team_size;
+  if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace>) return fused_->team_size;
+  if (nl < model_detail::kManyAtoms) return fused_->wave_teams ? kernels::kWaveAwareTeam : 0;
   const int S = kernels::auto_edge_split(d_.C);
   return S >= 2 ? d_.C * (S / 2) : 0;
 }
@@ -645,7 +661,7 @@ void Model<T, ExecSpace>::fused_forward_layer(int t, int nl, int na, int n_edges
     with_layer_role(t, [&](auto role) {
       model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(role)::value>::forward(
           g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t],
-          fused_team_size(nl));
+          fused_team_size(nl, true));
     });
   });
 }
@@ -697,7 +713,8 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   };
   // node kernels: a team per block of nba atoms (node_atoms_ <= kNodeAtoms); team scratch for the block's rows,
   // kNodeAtoms wide ([feature][atom]), plus alignment
-  const int nba = node_atoms_, node_blocks = (nl + nba - 1) / nba, LCs = std::max(1, L * C);
+  const int nba = node_atoms_ > 0 ? node_atoms_ : auto_node_atoms(nl, kernels::multiprocessor_count<ExecSpace>(), kNodeAtoms),
+            node_blocks = (nl + nba - 1) / nba, LCs = std::max(1, L * C);
   // (forward: m and o, activations, update, gates, RMS; adjoint: dE/dh, update, da, dz, gates, norm coefficients)
   const size_t node_scratch = sizeof(T) * kNodeAtoms * (4 * KC + LCs + kMaxL + 1) + 64;
   auto x = graph.x;

@@ -207,6 +207,7 @@ struct Launch {
   // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
   // and gives m, o for l = 0 only (0 elsewhere)
   int role = kGeneralLayer;
+  int forward_team = -1;  // the forward kernel's team size where >= 0 (Model's BATMOBILE_FORWARD_TEAM), else team_size
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -215,7 +216,7 @@ struct Launch {
            std::to_string(fwd_blocks) + " basis " +
            std::to_string(basis_chunk) + " span " + std::to_string(prepare_span) + " const_slots " + std::to_string(const_slots) + " send_acc " +
            std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
-           std::to_string(role);
+           std::to_string(role) + " forward_team " + std::to_string(forward_team);
   }
 };
 
@@ -272,7 +273,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
   with_role(ln.role, [&](auto role) {
-    interaction_forward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.m, out.o, work, team_size);
+    interaction_forward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.m, out.o, work,
+                                                                ln.forward_team >= 0 ? ln.forward_team : team_size);
   });
   out.M = work.M;
   out.Z = work.Z;

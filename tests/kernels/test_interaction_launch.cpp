@@ -272,6 +272,24 @@ TEST(Interaction, ConcurrentAdjoints) {
   check_against<L>(M, S, E, ln);
 }
 
+// The wave-aware edge split (LayerParams::wave_teams) on the H200's 132 SMs for the water model's capped forward
+// (128 registers, teams of 32 S): 648 atoms fill 4 x 132 = 528 slots of 128 threads in two waves, 5 x 132 = 660 of 96
+// in one, so S = 3; from a few thousand atoms on the waves cost alike and S stays 4.
+TEST(Interaction, WaveAwareSplit) {
+  const SmLimits h200;
+  auto slots = [&](int S) { return 132 * blocks_per_sm_for(h200, 128, 32 * S, 20000); };
+  EXPECT_EQ(slots(4), 528);
+  EXPECT_EQ(slots(3), 660);
+  EXPECT_EQ(wave_aware_split(648, 4, slots), 3);
+  EXPECT_EQ(wave_aware_split(500, 4, slots), 4);     // one wave either way
+  EXPECT_EQ(wave_aware_split(10368, 4, slots), 4);  // 20 / 4 vs 16 / 3 vs 10 / 2: a tie keeps the larger S
+  EXPECT_EQ(wave_aware_split(1000, 4, slots), 4);   // 2 / 4 vs 2 / 3
+  EXPECT_EQ(wave_aware_split(1100, 4, slots), 3);   // 3 / 4 vs 2 / 3 vs 2 / 2 (1,056 slots of 64)
+  // impossible splits are skipped; none possible keeps S_max
+  EXPECT_EQ(wave_aware_split(648, 4, [&](int S) { return S == 3 ? 0 : slots(S); }), 4);
+  EXPECT_EQ(wave_aware_split(648, 4, [](int) { return 0; }), 4);
+}
+
 // The occupancy arithmetic of the basis-chunk guard on the H200's limits, for the water model's capped adjoints
 // (168 registers) and forward (129), and the chunk search it drives.
 TEST(Interaction, BasisChunkOccupancy) {

@@ -59,9 +59,16 @@ TEST(Interaction, EdgeSplitPath) {
   ASSERT_GT(n0, Kern::CH);
   ASSERT_GE(in0, 2);
   const Expected E = expected(M, S, rng);
-  for (int ts : {1, C, 2 * C, 4 * C}) check_against<L>(M, S, E, ts);
+  // (3 C: a split that is no power of 2; kWaveAwareTeam: automatic on host back-ends)
+  for (int ts : {1, C, 2 * C, 3 * C, 4 * C, kWaveAwareTeam}) check_against<L>(M, S, E, ts);
   compare_runs<double, L>(M, S, E, C, 4 * C, 1e-12);
   compare_runs<float, L>(M, S, E, C, 4 * C, 2e-5);
+  // the forward with a team size of its own (the adjoint reads only the per-receiver softmax state M, Z it saved)
+  for (int fts : {3 * C, C}) {
+    Launch ln(4 * C);
+    ln.forward_team = fts;
+    check_against<L>(M, S, E, ln);
+  }
 }
 
 // Radial mode 1 (the team computes the chunk's radial outputs as a GEMM into scratch) on the host back-end with
@@ -73,7 +80,8 @@ TEST(Interaction, RadialGemmPath) {
   if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
   // random graphs: several chunks per receiver; L = 3 (NW C = 184 columns: 5 or 6 per thread of 32, tiles of 4,
   // 2 and 1 columns)
-  check_forward_and_adjoint<1>(15, 4, 44, 3.0, {{C, 1, 8}, {2 * C, 1, 2}, {4 * C, 1, 4}, {4 * C, 1, 0}});
+  check_forward_and_adjoint<1>(15, 4, 44, 3.0,
+                               {{C, 1, 8}, {2 * C, 1, 2}, {3 * C, 1, 4}, {3 * C, 1, 8}, {4 * C, 1, 4}, {4 * C, 1, 0}});
   check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, 1, 2}, {4 * C, 1, 8}});
   check_forward_and_adjoint<2>(21, 4, 12, 4.0, {{4 * C, 1, 0}}, 12);  // dk > kSmallDk
   // split_system: a receiver without edges, one with 2 edges (fewer than the chunk), edges beyond r_c

@@ -498,12 +498,20 @@ TEST(ModelEnv, LayerRoleSwitches) {
   }
 }
 
-// The node kernels take blocks of BATMOBILE_NODE_ATOMS atoms per team (default 4; each weight read once per block).
-// The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial block, blocks of 3 do not. Any block
-// size gives the default's results to rounding (only the RMS sums' order differs); other values are errors.
+// The node kernels take blocks of BATMOBILE_NODE_ATOMS atoms per team (default 4; each weight read once per block;
+// 0: automatic, auto_node_atoms). The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial block,
+// blocks of 3 do not. Any block size gives the default's results to rounding (only the RMS sums' order differs);
+// other values are errors.
 TEST(ModelEnv, NodeAtomBlocks) {
   Reference r = read_reference("periodic");
-  for (const char* bad : {"0", "5", "x", ""}) {
+  // the automatic rule (H200: 132 SMs): 648 atoms -> 162, 216 teams of 4, 3 atoms are under 264, 324 of 2 are not
+  EXPECT_EQ(auto_node_atoms(648, 132, 4), 2);
+  EXPECT_EQ(auto_node_atoms(1053, 132, 4), 4);  // 264 teams
+  EXPECT_EQ(auto_node_atoms(1052, 132, 4), 3);  // 263 teams of 4
+  EXPECT_EQ(auto_node_atoms(10368, 132, 4), 4);
+  EXPECT_EQ(auto_node_atoms(9, 132, 4), 2);     // never below 2
+  EXPECT_EQ(auto_node_atoms(9, -1, 4), 4);      // not a GPU
+  for (const char* bad : {"-1", "5", "x", ""}) {
     setenv("BATMOBILE_NODE_ATOMS", bad, 1);
     EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
   }
@@ -519,15 +527,16 @@ TEST(ModelEnv, NodeAtomBlocks) {
     setenv("BATMOBILE_NODE_TEAM", kept.c_str(), 1);
   else
     unsetenv("BATMOBILE_NODE_TEAM");
-  for (const char* nba : {"1", "2", "3"}) {
+  for (const char* nba : {"0", "1", "2", "3"}) {
     expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
     expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
   }
 }
 
-// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1; only those rows reach the energy) gives the
-// same energy, forces, per-atom energies and virials bit for bit, in both precisions; bad values are errors. (With
-// the general kernels in the last layer the switch does nothing: they read dE/dm and dE/do of every degree.)
+// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
+// energy) gives the same energy, forces, per-atom energies and virials bit for bit as all degrees (=0), in both
+// precisions; bad values are errors. (With the general kernels in the last layer the switch does nothing: they read
+// dE/dm and dE/do of every degree.)
 TEST(ModelEnv, ScalarNode) {
   Reference r = read_reference("periodic");
   for (const char* bad : {"2", "x"}) {
@@ -541,7 +550,7 @@ TEST(ModelEnv, ScalarNode) {
   for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 7) - 3);
   auto second = [&](auto tag, bool on) {
     using T = decltype(tag);
-    if (on) setenv("BATMOBILE_SCALAR_NODE", "1", 1);
+    setenv("BATMOBILE_SCALAR_NODE", on ? "1" : "0", 1);
     Model<T, Exec> m(load(), EdgeBackend::Fused);
     unsetenv("BATMOBILE_SCALAR_NODE");
     evaluate(m, moved, r.species, r.cell, r.pbc);
