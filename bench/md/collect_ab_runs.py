@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Collects the same-call MD A/B runs of scripts/gpu/md_ab.sh (OUTDIR/<name>/md_raw.txt, one line per case:
-atoms, exit code, steps/s, peak MiB, ..., precision) into one JSON record per (run, case), in run order, with a
+"""Collects the same-call MD A/B runs of scripts/gpu/md_ab.sh (its "A/B SETTINGS (name): ..." lines, which carry the
+run's md_raw.txt: per case atoms, exit code, steps/s, peak MiB, reference flag, precision) into one JSON record per
+(run, case), in run order, with a
 per-setting summary (runs of the same settings group together; a dummy variable X=N, used to repeat the defaults,
 counts as "defaults").
 
-  collect_ab_runs.py --out FILE --device TEXT [--note TEXT] CALL:BUILD:OUTDIR:LOG [...]
+  collect_ab_runs.py --out FILE --device TEXT [--note TEXT] CALL:BUILD:LOG [...]
 
-LOG is the md_ab.sh output of that call (its "A/B VARS (name)" lines give the run order and the settings); runs
-missing from it are left out.
+LOG is the md_ab.sh output of that call (OUTDIR/md_ab.out, or the call's printed output).
 """
 import argparse
 import json
@@ -18,19 +18,19 @@ from pathlib import Path
 
 
 def runs_of(log_text):
-    """(name, settings) of each 'A/B SETTINGS (name): ...' line, in order."""
-    return [(m.group(2), m.group(1)) for m in re.finditer(r"A/B (\S+) \((\w+)\):", log_text)]
+    """(name, settings, md_raw fields) of each 'A/B SETTINGS (name): FIELDS' line, in order."""
+    return [(m.group(2), m.group(1), m.group(3).split())
+            for m in re.finditer(r"A/B (\S+) \((\w+)\): ([^\n]*)", log_text)]
 
 
-def parse_raw(path):
+def parse_raw(fields):
+    """md_raw.txt rows, 6 fields each (atoms, exit code, steps/s, peak MiB, reference flag, precision)."""
     rows = []
-    for line in Path(path).read_text().splitlines():
-        f = line.split()
-        if len(f) < 4:
-            continue
+    for k in range(0, len(fields) - 5, 6):
+        f = fields[k:k + 6]
         sps = float(f[2]) if f[2] != "nan" else None
         rows.append({"atoms": int(f[0]), "rc": int(f[1]), "steps_per_second": sps, "peak_MiB": int(f[3]),
-                     "precision": f[-1]})
+                     "precision": f[5]})
     return rows
 
 
@@ -39,16 +39,13 @@ def main(argv):
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", required=True)
     ap.add_argument("--note", default="")
-    ap.add_argument("calls", nargs="+", help="CALL:BUILD:OUTDIR:LOG")
+    ap.add_argument("calls", nargs="+", help="CALL:BUILD:LOG")
     a = ap.parse_args(argv)
     records = []
     for spec in a.calls:
-        call, build, outdir, log = spec.split(":", 3)
-        for name, settings in runs_of(Path(log).read_text()):
-            raw = Path(outdir) / name / "md_raw.txt"
-            if not raw.exists():
-                continue
-            for row in parse_raw(raw):
+        call, build, log = spec.split(":", 2)
+        for name, settings, fields in runs_of(Path(log).read_text()):
+            for row in parse_raw(fields):
                 records.append({"call": call, "build": build, "run": name, "settings": settings, **row})
     summary = {}
     for r in records:

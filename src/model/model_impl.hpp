@@ -295,7 +295,12 @@ struct Model<T, ExecSpace>::FusedState {
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
   int team_size = 0;          // fused kernels' team size, 0 = automatic
   int forward_team_size = -1;  // the forward kernel's (BATMOBILE_FORWARD_TEAM), -1 = team_size's rule
-  bool wave_teams = false;     // automatic team sizes as kernels::kWaveAwareTeam (BATMOBILE_WAVE_TEAMS=1)
+  // Automatic team sizes as kernels::kWaveAwareTeam (BATMOBILE_WAVE_TEAMS): 0 none, 1 (default) the forward's, 2 the
+  // forward's and the adjoints'. H200 session 17, 648 atoms (the forward, capped at 128 registers: one wave of 660
+  // blocks of 96 threads instead of two of 528 of 128), eight alternating pairs of the same build: 899.9 vs 869.8 MD
+  // steps/s mean (+3.5 %; as BATMOBILE_FORWARD_TEAM=96); the adjoints' too (three runs): 862.8 vs 874.6 -- the two
+  // adjoints run side by side and fill each other's last wave.
+  int wave_teams = 1;
   // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
   // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
   // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
@@ -520,8 +525,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_CONST_SLOTS=0|1 1 (default): the fused kernels of MD launched by our own code with their functor
     //     in constant memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0: by
     //     Kokkos;
-    //   BATMOBILE_WAVE_TEAMS=0|1 0 (default): 1 = the automatic edge split lowered where fewer waves of blocks finish
-    //     sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic);
+    //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
+    //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic),
+    //     2: the adjoints' too, 0: none (FusedState::wave_teams);
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
@@ -542,7 +548,8 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
     if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
-    if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", zero_or_one, "0 or 1")) fused_->wave_teams = *wt == 1;
+    if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
+      fused_->wave_teams = *wt;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
@@ -633,13 +640,15 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
   }
 }
 
-// Team size of the fused kernels for nl local atoms: BATMOBILE_INTERACTION_TEAM if set, else automatic (0) with
-// half the automatic edge split from kManyAtoms atoms on (GPUs only; host back-ends run one thread per team).
+// Team size of the fused kernels (the forward's where `forward`) for nl local atoms: BATMOBILE_FORWARD_TEAM (forward)
+// or BATMOBILE_INTERACTION_TEAM if set, else automatic (0, or kWaveAwareTeam as FusedState::wave_teams says) below
+// kManyAtoms atoms and half the automatic edge split from there on (GPUs only; host back-ends: one thread per team).
 template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
   if (forward && fused_->forward_team_size >= 0) return fused_->forward_team_size;
   if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace>) return fused_->team_size;
-  if (nl < model_detail::kManyAtoms) return fused_->wave_teams ? kernels::kWaveAwareTeam : 0;
+  if (nl < model_detail::kManyAtoms)
+    return fused_->wave_teams == 2 || (forward && fused_->wave_teams == 1) ? kernels::kWaveAwareTeam : 0;
   const int S = kernels::auto_edge_split(d_.C);
   return S >= 2 ? d_.C * (S / 2) : 0;
 }

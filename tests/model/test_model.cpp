@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "model/graph_builder.hpp"
 #include "model/model.hpp"
@@ -531,6 +532,22 @@ TEST(ModelEnv, NodeAtomBlocks) {
     expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
     expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
   }
+}
+
+// The fused kernels' launch switches read strictly, and any accepted value gives the default's results (on host
+// back-ends they change nothing: one thread per team; the GPU paths of these team sizes are the kernel tests' 3 C and
+// forward_team cases).
+TEST(ModelEnv, LaunchSwitches) {
+  Reference r = read_reference("periodic");
+  for (const auto& [var, bad] : {std::pair<const char*, const char*>{"BATMOBILE_WAVE_TEAMS", "3"},
+                                 {"BATMOBILE_WAVE_TEAMS", "-1"}, {"BATMOBILE_FORWARD_TEAM", "2000"},
+                                 {"BATMOBILE_FORWARD_TEAM", "x"}}) {
+    setenv(var, bad, 1);
+    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << var << "=" << bad;
+    unsetenv(var);
+  }
+  for (const char* v : {"0", "1", "2"}) expect_env_close<float>(r, "BATMOBILE_WAVE_TEAMS", v, 1e-6, 1e-6);
+  expect_env_close<float>(r, "BATMOBILE_FORWARD_TEAM", "96", 1e-6, 1e-6);
 }
 
 // The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
