@@ -8,6 +8,11 @@
 //   send_offsets (n_total + 1), send_edges (E): edge ids whose sender is j are
 //   send_edges(s) for s in [send_offsets(j), send_offsets(j+1)).
 // Positions x (n_total, 3) include ghost images. The kernels skip pairs with d >= r_c or d == 0.
+// Sender groups (n_send >= 0): send_offsets then has n_send + 1 entries and group j lists the edges of every sender
+// that is a periodic image of atom j (the model's one-rank ghost exchange: same h, q, k rows); the sender adjoint
+// runs one team per group, takes each edge's geometry from its own sender edge_sender(e), and writes the group's
+// forces, virials, dE/dh and dE/dk to row j (what LAMMPS's reverse communication would have added there). n_send = -1:
+// one group per atom (n_total).
 //
 // make_graph(x, n_recv, receivers, senders) builds everything on the host (counting sort) and copies it to
 // Device; edges may be given in any order (they are re-ordered by receiver, stably).
@@ -25,6 +30,8 @@ struct Graph {
   Kokkos::View<const T* [3], Kokkos::LayoutRight, Device> x;
   Kokkos::View<const int*, Device> recv_offsets, edge_sender, edge_receiver, send_offsets, send_edges;
   int n_recv = 0, n_total = 0, n_edges = 0;
+  int n_send = -1;  // sender groups (see above); -1: n_total
+  int senders() const { return n_send >= 0 ? n_send : n_total; }
 };
 
 template <class T, class Device>

@@ -615,10 +615,10 @@ struct InteractionKernel {
         return;
       }
       int i = atom, j;
-      if (SENDER) {
+      if (SENDER) {  // with sender groups the edge's own sender, an image of `atom` (else `atom` itself: no load)
         const int e = g.send_edges(start + t);
         i = g.edge_receiver(e);
-        j = atom;
+        j = g.n_send >= 0 ? g.edge_sender(e) : atom;
       } else {
         j = g.edge_sender(start + t);
       }
@@ -1633,16 +1633,17 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
       launch_kernel("batmobile::interaction_recv_adj", kern, pol, recv_space);
     });
-    with_atom_policy<Kern::template SendAdjT>(send, g.n_total, true, team_size, [&](const auto& pol) {
+    with_atom_policy<Kern::template SendAdjT>(send, g.senders(), true, team_size, [&](const auto& pol) {
       launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
     });
     if (concurrent) work.lanes->join();
   });
   if (ATTN && !(ROLE & kEmbeddingInput)) {
     ProjectQK<T, Device> pq{h, gh, prm.Wq, prm.Wk, prm.WqT, prm.WkT, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
+    // (with sender groups only the groups' rows of gk are written: the images' dE/dk is in their atom's row)
     Kokkos::parallel_for("batmobile::project_qk_adj",
                          Kokkos::RangePolicy<exec, typename ProjectQK<T, Device>::Adjoint, Kokkos::IndexType<int64_t>>(
-                             0, int64_t(g.n_total) * prm.C),
+                             0, int64_t(g.senders()) * prm.C),
                          pq);
   }
 }

@@ -25,6 +25,9 @@ class GhostExchange {
   virtual void forward(FeatureView h) = 0;
   // Add the ghost rows of dh onto their owners' rows, then zero the ghost rows.
   virtual void reverse(FeatureView dh) = 0;
+  // Where every ghost is a periodic image of a local atom (one rank): the local atom of each ghost (n_all - n_local
+  // entries), so that the model may group sender lists by it (BATMOBILE_GROUP_SENDERS); else empty.
+  virtual Kokkos::View<const int*, ExecSpace> image_owners() const { return {}; }
 };
 
 // Stand-alone exchange for periodic images: ghost g (index n_local + g) is a copy of owner[g].
@@ -35,6 +38,7 @@ class IndexMapGhostExchange : public GhostExchange<T, ExecSpace> {
   IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner);
   void forward(FeatureView h) override;
   void reverse(FeatureView dh) override;
+  Kokkos::View<const int*, ExecSpace> image_owners() const override { return owner_; }
 
  private:
   int n_local_;
@@ -138,6 +142,11 @@ class Model {
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
   int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS: 1..kNodeAtoms, 0 = automatic)
+  // BATMOBILE_GROUP_SENDERS=1: the fused sender adjoint runs one team per local atom and its periodic images (where
+  // the ghost exchange says which those are) instead of one per atom incl. ghosts; n_send_ is this compute's count
+  // (kernels::Graph::n_send, -1: not grouped)
+  bool group_senders_ = false;
+  int n_send_ = -1;
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)

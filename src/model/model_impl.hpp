@@ -528,6 +528,9 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
     //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic),
     //     2: the adjoints' too, 0: none (FusedState::wave_teams);
+    //   BATMOBILE_GROUP_SENDERS=0|1 0 (default): 1 = the sender adjoint over local atoms with their periodic images
+    //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
+    //     all atoms incl. ghosts;
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
     //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
     //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
@@ -548,6 +551,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
       for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
     if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
       for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
+    if (const auto gs = env_switch("BATMOBILE_GROUP_SENDERS", zero_or_one, "0 or 1")) group_senders_ = *gs == 1;
     if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       fused_->wave_teams = *wt;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
@@ -629,6 +633,7 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
   g.n_recv = nl;
   g.n_total = na;
   g.n_edges = n_edges;
+  g.n_send = n_send_;
   const int K = d_.K, C = d_.C;
   auto as3 = [&](FeatureView v, int n) {
     return Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), n, K, C);
@@ -734,9 +739,17 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
   // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
   // kernel reads h through a sender index.
+  // Sender lists grouped by local atom and its periodic images (group_senders_; fused backend only: the reference
+  // adjoint takes each edge's sender row as it is)
+  Kokkos::View<const int*, ExecSpace> image_owner;
+  if (backend_ == EdgeBackend::Fused && group_senders_ && exchange && na > nl) {
+    image_owner = exchange->image_owners();
+    if (image_owner.extent(0) != static_cast<size_t>(na - nl)) image_owner = {};
+  }
+  n_send_ = image_owner.extent(0) > 0 ? nl : -1;
   auto build_csr = [&] {
     build_sender_csr<ExecSpace>(nl, na, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_, warp_team,
-                                !graph.senders_in_range);
+                                !graph.senders_in_range, 1024, image_owner);
   };
   if (!graph.senders_in_range) build_csr();
   auto erecv = edge_recv_;

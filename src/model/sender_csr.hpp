@@ -1,10 +1,12 @@
 // Sender-grouped CSR of a receiver-grouped edge list, built on the device (used by Model::compute; its own
 // header so that tests can check it directly).
-//   build_sender_csr(nl, na, roff, snd, erecv, soff, sedge, fill, team_size, check)
+//   build_sender_csr(nl, na, roff, snd, erecv, soff, sedge, fill, team_size, check, cap, image_owner)
 //     in:  roff (nl + 1) receiver offsets, snd (n_edges = roff(nl)) sender of each edge (0 <= snd < na)
 //     out: erecv (n_edges) receiver of each edge; soff (na + 1) sender offsets; sedge (n_edges) edge ids grouped by
 //          sender, increasing within each sender; fill (na) is workspace. team_size: threads per atom (1 on hosts);
 //          cap: longest segment sorted in team scratch (longer ones: insertion sort).
+//     image_owner (na - nl; optional): ghost g = nl + k is a periodic image of local atom image_owner(k); then the
+//          edges are grouped by that atom instead (nl groups, soff (nl + 1): kernels::Graph::n_send = nl).
 //     check: count out-of-range sender indices and throw std::runtime_error if there are any (the host waits for
 //     that count); without it such edges are left out of the sender lists (for callers that guarantee the range).
 //     The host needs no edge count: every kernel runs over receivers or senders (arrays of at least n_edges).
@@ -22,12 +24,18 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
                       const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
                       const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
                       const Kokkos::View<int*, ExecSpace>& fill, int team_size, bool check = true,
-                      int cap = 1024) {
+                      int cap = 1024, const Kokkos::View<const int*, ExecSpace>& image_owner = {}) {
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchI = Kokkos::View<int*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  // groups: one per sender, or one per local atom with its images (image_owner)
+  const bool by_owner = image_owner.extent(0) > 0;
+  if (by_owner && image_owner.extent(0) != size_t(na - nl))
+    throw std::invalid_argument("build_sender_csr: image_owner must hold na - nl entries");
+  const int ng = by_owner ? nl : na;
+  auto group = KOKKOS_LAMBDA(int j) { return by_owner && j >= nl ? image_owner(j - nl) : j; };
   // (on the execution space: the plain deep_copy(view, value) fences)
-  Kokkos::deep_copy(ExecSpace(), Kokkos::subview(soff, Kokkos::make_pair(0, na + 1)), 0);
+  Kokkos::deep_copy(ExecSpace(), Kokkos::subview(soff, Kokkos::make_pair(0, ng + 1)), 0);
   // a team per receiver, its threads over the receiver's edges (one thread per receiver left GPUs latency-bound);
   // returns the receiver's number of out-of-range senders
   auto count = KOKKOS_LAMBDA(const Member& team) {
@@ -42,7 +50,7 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
             ++b;
             return;
           }
-          Kokkos::atomic_increment(&soff(j + 1));
+          Kokkos::atomic_increment(&soff(group(j) + 1));
         },
         tb);
     return tb;
@@ -63,11 +71,11 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
         "bm_csr_count", per_receiver, KOKKOS_LAMBDA(const Member& team) { (void)count(team); });
   }
   Kokkos::parallel_scan(
-      "bm_csr_scan", Policy(0, na + 1), KOKKOS_LAMBDA(int j, int& acc, bool final) {
+      "bm_csr_scan", Policy(0, ng + 1), KOKKOS_LAMBDA(int j, int& acc, bool final) {
         acc += soff(j);
         if (final) {
           soff(j) = acc;
-          if (j < na) fill(j) = 0;
+          if (j < ng) fill(j) = 0;
         }
       });
   Kokkos::parallel_for(
@@ -76,7 +84,8 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, roff(i), roff(i + 1)), [&](int e) {
           const int j = snd(e);
           if (j < 0 || j >= na) return;  // (only possible unchecked)
-          sedge(soff(j) + Kokkos::atomic_fetch_add(&fill(j), 1)) = e;
+          const int gj = group(j);
+          sedge(soff(gj) + Kokkos::atomic_fetch_add(&fill(gj), 1)) = e;
         });
       });
   // Each sender's edges in increasing edge order, so that every sum over them has a fixed order. A team per
@@ -84,7 +93,7 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
   // scratch, or one-thread teams (host back-ends), use an insertion sort.
   Kokkos::parallel_for(
       "bm_csr_sort",
-      Kokkos::TeamPolicy<ExecSpace>(na, team_size).set_scratch_size(0, Kokkos::PerTeam(ScratchI::shmem_size(cap))),
+      Kokkos::TeamPolicy<ExecSpace>(ng, team_size).set_scratch_size(0, Kokkos::PerTeam(ScratchI::shmem_size(cap))),
       KOKKOS_LAMBDA(const Member& team) {
         const int j = team.league_rank(), s0 = soff(j), n = soff(j + 1) - s0;
         if (n <= 1) return;

@@ -286,21 +286,28 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   };
   auto roff = to_dev(roff_h);
   // builds the CSR of senders s_h and compares it with the host construction (out-of-range senders left out)
-  auto check_csr = [&](const std::vector<int>& s_h, int team, bool check) {
+  // ghosts as periodic images: ghost nl + k of local atom (7 k) % nl (atom 7's images and atom 7 form one group)
+  std::vector<int> owner_h(na - nl);
+  for (int k = 0; k < na - nl; ++k) owner_h[k] = (7 * k) % nl;
+  const auto owner_d = to_dev(owner_h);
+  auto check_csr = [&](const std::vector<int>& s_h, int team, bool check, bool by_owner = false) {
     auto snd = to_dev(s_h);
     Kokkos::View<int*, Exec> erecv("erecv", ne), soff("soff", na + 1), sedge("sedge", ne), fill("fill", na);
-    build_sender_csr<Exec>(nl, na, roff, snd, erecv, soff, sedge, fill, team, check, 64);
+    build_sender_csr<Exec>(nl, na, roff, snd, erecv, soff, sedge, fill, team, check, 64,
+                           by_owner ? Kokkos::View<const int*, Exec>(owner_d) : Kokkos::View<const int*, Exec>());
     auto er = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), erecv);
     auto so = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), soff);
     auto se = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sedge);
-    std::vector<std::vector<int>> want(na);
+    const int ng = by_owner ? nl : na;
+    std::vector<std::vector<int>> want(ng);
     for (int i = 0; i < nl; ++i)
       for (int e = roff_h[i]; e < roff_h[i + 1]; ++e) {
-        if (s_h[e] >= 0 && s_h[e] < na) want[s_h[e]].push_back(e);
+        const int j = s_h[e];
+        if (j >= 0 && j < na) want[by_owner && j >= nl ? owner_h[j - nl] : j].push_back(e);
         ASSERT_EQ(er(e), i) << "team " << team;
       }
     ASSERT_EQ(so(0), 0);
-    for (int j = 0; j < na; ++j) {
+    for (int j = 0; j < ng; ++j) {
       ASSERT_EQ(so(j + 1) - so(j), static_cast<int>(want[j].size())) << "team " << team << " sender " << j;
       for (size_t k = 0; k < want[j].size(); ++k) ASSERT_EQ(se(so(j) + k), want[j][k]) << "team " << team;
     }
@@ -308,6 +315,7 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   for (int team : {1, 2, 4, 7}) {
     if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
     for (bool check : {true, false}) check_csr(snd_h, team, check);
+    check_csr(snd_h, team, true, true);  // grouped by local atom (BATMOBILE_GROUP_SENDERS)
   }
   snd_h[5] = na;  // out of range
   auto bad = to_dev(snd_h);
@@ -548,6 +556,23 @@ TEST(ModelEnv, LaunchSwitches) {
   }
   for (const char* v : {"0", "1", "2"}) expect_env_close<float>(r, "BATMOBILE_WAVE_TEAMS", v, 1e-6, 1e-6);
   expect_env_close<float>(r, "BATMOBILE_FORWARD_TEAM", "96", 1e-6, 1e-6);
+}
+
+// The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1) gives the results of one
+// team per atom incl. ghosts to rounding (the images' terms are summed in another order), in both precisions; bad
+// values are errors. (The CTest variant model_tests_group_senders runs every model test with it.)
+TEST(ModelEnv, GroupSenders) {
+  Reference r = read_reference("periodic");
+  const char* env = std::getenv("BATMOBILE_GROUP_SENDERS");  // (model_tests_group_senders sets it for the suite)
+  const std::string kept = env ? env : "";
+  setenv("BATMOBILE_GROUP_SENDERS", "2", 1);
+  EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument);
+  expect_env_close<double>(r, "BATMOBILE_GROUP_SENDERS", "1", 1e-13, 1e-12);  // (compared with it unset)
+  expect_env_close<float>(r, "BATMOBILE_GROUP_SENDERS", "1", 1e-6, 1e-5);
+  if (env)
+    setenv("BATMOBILE_GROUP_SENDERS", kept.c_str(), 1);
+  else
+    unsetenv("BATMOBILE_GROUP_SENDERS");
 }
 
 // The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
