@@ -1072,8 +1072,11 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto smax = smax_[t];
     auto zsum = zsum_[t];
     auto rcache = use_rcache ? rcache_[t] : Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>();
-    // (layer 0 through the embedding-input kernels writes no input adjoint: nothing reads it)
-    if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput)) zero_ghost_rows(dhin);
+    // (layer 0 through the embedding-input kernels writes no input adjoint: nothing reads it; with sender groups,
+    // n_send_ >= 0, no kernel writes or reads the ghost rows of an input adjoint: the images' dE/dh is on their
+    // atom's row, so neither this fill nor the ghost reverse below is needed)
+    if (!(fused && t == 0 && fused_->role(0, md.T_layers) == kernels::kEmbeddingInput) && n_send_ < 0)
+      zero_ghost_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
     // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
     // degrees of the update's adjoint: as in the forward (FusedState::scalar_node); the input adjoint's l >= 1 rows
@@ -1296,7 +1299,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
         });
     }
     // Ghost rows of layer t's input are copies of owners' layer t-1 outputs: fold their adjoints.
-    if (t > 0 && exchange) exchange->reverse(dhin);
+    if (t > 0 && exchange && n_send_ < 0) exchange->reverse(dhin);
     std::swap(dh, dhin);  // layer t's input adjoint is layer t-1's output adjoint (no copy)
   }
 
