@@ -88,11 +88,27 @@ void set_shared_carveout(int percent) {
 
 // What blocks_per_sm counts, for a kernel of `regs` registers per thread on an SM with these limits (pure, so that
 // tests check it on any back-end; H200: 65536 registers, 2048 threads, 32 blocks, 233472 B of shared memory, 1024 B
-// reserved per block).
+// reserved per block; 132 SMs).
 struct SmLimits {
   int regs = 65536, threads = 2048, blocks = 32;
   size_t shmem = 233472, reserved_per_block = 1024;
+  int sms = 132;
 };
+
+#ifdef KOKKOS_ENABLE_CUDA
+// The current CUDA device's limits, read once per process (blocks_per_sm, multiprocessor_count).
+inline const SmLimits& cuda_sm_limits() {
+  static const SmLimits sm = [] {
+    cudaDeviceProp p{};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+      throw std::runtime_error("batmobile: cannot read the CUDA device properties");
+    return SmLimits{p.regsPerMultiprocessor, p.maxThreadsPerMultiProcessor, p.maxBlocksPerMultiProcessor,
+                    p.sharedMemPerMultiprocessor, p.reservedSharedMemPerBlock, p.multiProcessorCount};
+  }();
+  return sm;
+}
+#endif
 inline int blocks_per_sm_for(const SmLimits& sm, int regs, int team_size, size_t scratch_bytes) {
   const int warps = (team_size + 31) / 32;
   const int warp_regs = (regs * 32 + 255) / 256 * 256;  // allocated per warp in units of 256
@@ -109,21 +125,13 @@ template <class Functor, class Policy>
 int blocks_per_sm(int team_size, size_t scratch_bytes) {
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
-    static const SmLimits sm = [] {
-      cudaDeviceProp p{};
-      int dev = 0;
-      if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
-        throw std::runtime_error("batmobile: cannot read the CUDA device properties");
-      return SmLimits{p.regsPerMultiprocessor, p.maxThreadsPerMultiProcessor, p.maxBlocksPerMultiProcessor,
-                      p.sharedMemPerMultiprocessor, p.reservedSharedMemPerBlock};
-    }();
     // per kernel, read once: the launch policies ask at every step (atom_team_policy)
     static const int regs = [] {
       cudaFuncAttributes attr;
       check_cuda(cudaFuncGetAttributes(&attr, detail::kokkos_cuda_kernel<Functor, Policy>()), "kernel attributes");
       return attr.numRegs;
     }();
-    return blocks_per_sm_for(sm, regs, team_size, scratch_bytes);
+    return blocks_per_sm_for(cuda_sm_limits(), regs, team_size, scratch_bytes);
   }
 #endif
   (void)team_size, (void)scratch_bytes;
@@ -133,15 +141,7 @@ int blocks_per_sm(int team_size, size_t scratch_bytes) {
 template <class ExecSpace>
 int multiprocessor_count() {
 #ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    static const int sms = [] {
-      int dev = 0, n = 0;
-      check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-      check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "SM count");
-      return n;
-    }();
-    return sms;
-  }
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return cuda_sm_limits().sms;
 #endif
   return -1;
 }

@@ -1402,7 +1402,8 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
       const int S = wave_aware_split(n, sg.first, [&](int s) {
         const int g = chunk(s);
         if ((C * s) % 32 != 0 || (sg.second > 0 && g == 0)) return 0;
-        return sms * fused_blocks_per_sm<Tag>(kern, C * s, Kern::scratch_bytes(C, H, dk, adjoint, s, g, true, g));
+        return sms * fused_blocks_per_sm<Tag>(kern, C * s,
+                                              Kern::scratch_bytes(C, H, dk, adjoint, s, g, Kern::chunk_overlap(C * s), g));
       });
       team_size = C * S;
       kern.gch = chunk(S);

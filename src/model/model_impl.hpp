@@ -735,10 +735,6 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-  // The sender-grouped edge lists (the adjoint alone reads them). Where the caller vouches for the sender indices
-  // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
-  // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
-  // kernel reads h through a sender index.
   // Sender lists grouped by local atom and its periodic images (group_senders_; fused backend only: the reference
   // adjoint takes each edge's sender row as it is)
   Kokkos::View<const int*, ExecSpace> image_owner;
@@ -747,6 +743,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     if (image_owner.extent(0) != static_cast<size_t>(na - nl)) image_owner = {};
   }
   n_send_ = image_owner.extent(0) > 0 ? nl : -1;
+  // The sender-grouped edge lists (the adjoint alone reads them). Where the caller vouches for the sender indices
+  // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
+  // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
+  // kernel reads h through a sender index.
   auto build_csr = [&] {
     build_sender_csr<ExecSpace>(nl, na, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_, warp_team,
                                 !graph.senders_in_range, 1024, image_owner);

@@ -277,7 +277,7 @@ TEST(Interaction, ConcurrentAdjoints) {
 // in one, so S = 3; from a few thousand atoms on the waves cost alike and S stays 4.
 TEST(Interaction, WaveAwareSplit) {
   const SmLimits h200;
-  auto slots = [&](int S) { return 132 * blocks_per_sm_for(h200, 128, 32 * S, 20000); };
+  auto slots = [&](int S) { return h200.sms * blocks_per_sm_for(h200, 128, 32 * S, 20000); };
   EXPECT_EQ(slots(4), 528);
   EXPECT_EQ(slots(3), 660);
   EXPECT_EQ(wave_aware_split(648, 4, slots), 3);

@@ -81,6 +81,23 @@ static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos
   return ev;
 }
 
+// Restores an environment variable at scope exit (the CTest variants of this suite set some for every test).
+struct KeepEnv {
+  std::string name, value;
+  bool had;
+  explicit KeepEnv(const char* n) : name(n) {
+    const char* v = std::getenv(n);
+    had = v != nullptr;
+    if (had) value = v;
+  }
+  ~KeepEnv() {
+    if (had)
+      setenv(name.c_str(), value.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
 static double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -526,16 +543,13 @@ TEST(ModelEnv, NodeAtomBlocks) {
   }
   unsetenv("BATMOBILE_NODE_ATOMS");
   // the node kernels' team size is read as strictly (atoi had read "abc" as a team of 1)
-  const char* team = std::getenv("BATMOBILE_NODE_TEAM");  // (the node_team2 variant of this suite sets it)
-  const std::string kept = team ? team : "";
-  for (const char* bad : {"0", "1025", "abc", "2x"}) {
-    setenv("BATMOBILE_NODE_TEAM", bad, 1);
-    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+  {
+    const KeepEnv keep("BATMOBILE_NODE_TEAM");  // (the node_team2 variant of this suite sets it)
+    for (const char* bad : {"0", "1025", "abc", "2x"}) {
+      setenv("BATMOBILE_NODE_TEAM", bad, 1);
+      EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
+    }
   }
-  if (team)
-    setenv("BATMOBILE_NODE_TEAM", kept.c_str(), 1);
-  else
-    unsetenv("BATMOBILE_NODE_TEAM");
   for (const char* nba : {"0", "1", "2", "3"}) {
     expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
     expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
@@ -563,8 +577,7 @@ TEST(ModelEnv, LaunchSwitches) {
 // values are errors. (The CTest variant model_tests_group_senders runs every model test with it.)
 TEST(ModelEnv, GroupSenders) {
   Reference r = read_reference("periodic");
-  const char* env = std::getenv("BATMOBILE_GROUP_SENDERS");  // (model_tests_group_senders sets it for the suite)
-  const std::string kept = env ? env : "";
+  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");  // (model_tests_group_senders sets it for the suite)
   setenv("BATMOBILE_GROUP_SENDERS", "2", 1);
   EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument);
   expect_env_close<double>(r, "BATMOBILE_GROUP_SENDERS", "1", 1e-13, 1e-12);  // (compared with it unset)
@@ -583,10 +596,6 @@ TEST(ModelEnv, GroupSenders) {
   EXPECT_NEAR(a.energy, b.energy, 1e-13 * std::fabs(b.energy));
   EXPECT_LE(rel_err(a.forces, b.forces), 1e-12);
   EXPECT_LE(rel_err(a.vatom, b.vatom), 1e-12);
-  if (env)
-    setenv("BATMOBILE_GROUP_SENDERS", kept.c_str(), 1);
-  else
-    unsetenv("BATMOBILE_GROUP_SENDERS");
 }
 
 // The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
