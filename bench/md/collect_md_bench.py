@@ -127,7 +127,9 @@ def main():
                 "failed (see its log): the limit lies between them")
     else:
         note = "max_atoms_single_gpu is the largest case that ran, not a searched limit"
-    doc = {"device": device, "potential": os.path.basename(a.potential), "cases": cases,
+    # the input's newton setting (run_md_bench.sh's BATMOBILE_MD_NEWTON): off skips LAMMPS's reverse communication
+    doc = {"device": device, "potential": os.path.basename(a.potential),
+           "lammps_newton": os.environ.get("BATMOBILE_MD_NEWTON", "on"), "cases": cases,
            "max_atoms_single_gpu": max_ok, "first_failed_atoms": a.fit_failed or None, "note": note}
     json.dump(doc, open(a.out, "w"), indent=1)
     print(json.dumps(doc, indent=1))

@@ -11,6 +11,7 @@
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
+#   BATMOBILE_MD_NEWTON  the input's newton setting, on (default) or off (batmobile/kk on one rank only)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
@@ -40,7 +41,7 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; 
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "${LAUNCH[@]}" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
      -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
-     -var prec "$prec"
+     -var prec "$prec" -var newton "${BATMOBILE_MD_NEWTON:-on}"
   rc=$?
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
   peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)

@@ -125,6 +125,12 @@ class Model {
   void compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange, Results<ExecSpace>& out);
 
   int64_t num_edges_last() const { return n_edges_; }  // (the caller's upper bound where Graph gave one)
+  // Whether compute() groups the sender adjoint by local atom where the exchange names the ghosts' image owners
+  // (fused backend, BATMOBILE_GROUP_SENDERS=1): then every ghost's forces, per-atom virial and feature adjoints land
+  // on its atom's row and the ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last
+  // compute() did so (it had ghosts and such an exchange).
+  bool groups_senders() const { return backend_ == EdgeBackend::Fused && group_senders_; }
+  bool senders_grouped_last() const { return n_send_ >= 0; }
 
  private:
   void ensure_capacity(int n_local, int n_all, int n_edges);
@@ -143,10 +149,10 @@ class Model {
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
   int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS: 1..kNodeAtoms, 0 = automatic)
-  // BATMOBILE_GROUP_SENDERS=1: the fused sender adjoint runs one team per local atom and its periodic images (where
-  // the ghost exchange says which those are) instead of one per atom incl. ghosts; n_send_ is this compute's count
-  // (kernels::Graph::n_send, -1: not grouped)
-  bool group_senders_ = false;
+  // BATMOBILE_GROUP_SENDERS=1 (default): the fused sender adjoint runs one team per local atom and its periodic
+  // images (where the ghost exchange says which those are) instead of one per atom incl. ghosts; n_send_ is this
+  // compute's count (kernels::Graph::n_send, -1: not grouped)
+  bool group_senders_ = true;
   int n_send_ = -1;
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)

@@ -528,7 +528,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
     //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic),
     //     2: the adjoints' too, 0: none (FusedState::wave_teams);
-    //   BATMOBILE_GROUP_SENDERS=0|1 0 (default): 1 = the sender adjoint over local atoms with their periodic images
+    //   BATMOBILE_GROUP_SENDERS=0|1 1 (default): the sender adjoint over local atoms with their periodic images
     //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
     //     all atoms incl. ghosts;
     //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
@@ -1313,9 +1313,19 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto fv = fused_->vatom, fvs = fused_->vatom_send;
     auto vatom = out.vatom;
     const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
+    // Grouped senders put the images' terms on their atoms' rows and write no ghost row: those rows are zeroed
+    // here (not read: an earlier ungrouped compute may have left values there), so that a caller may fold them or,
+    // like LAMMPS with newton off, leave them
+    const int n_own = n_send_ >= 0 ? nl : na;
     kernels::parallel_reduce_queued(
         "bm_fused_out", Policy(0, na),
         KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
+          if (n >= n_own) {
+            for (int a = 0; a < 3; ++a) f(n, a) = 0;
+            if (want_vatom)
+              for (int a = 0; a < 6; ++a) vatom(n, a) = 0;
+            return;
+          }
           for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a) + ffs(n, a);
           for (int a = 0; a < 6; ++a) {
             const double v = fv(n, a) + fvs(n, a);

@@ -68,7 +68,9 @@ class PairBatmobile : public Pair {
 
   void allocate();
   void check_box();
-  void check_settings();  // model loaded, units metal, newton on, box thick enough
+  void check_settings();  // model loaded, units metal, newton on (or newton_off_ok), box thick enough
+  // newton off is valid where the model itself puts every ghost's terms on its owner (nothing for LAMMPS to fold)
+  virtual bool newton_off_ok() const { return false; }
   void load_model(const std::string &path);
   // Builds the evaluators from the file (host models here; the KOKKOS variant builds them on its device).
   virtual void build_models(const batmobile::ModelFile &file);

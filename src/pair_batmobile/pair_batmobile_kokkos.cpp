@@ -207,6 +207,15 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   I.images_nlocal = I.images_nall = -1;
 }
 
+// newton off: the image exchange (one rank, ghost_comm device, atom IDs) with a model that groups senders by atom
+template <class DeviceType>
+bool PairBatmobileKokkos<DeviceType>::newton_off_ok() const
+{
+  const bool groups = single_precision ? kk->model_f && kk->model_f->groups_senders()
+                                       : kk->model_d && kk->model_d->groups_senders();
+  return groups && comm->nprocs == 1 && !ghost_comm_lammps && atom->tag_enable;
+}
+
 // pair_style batmobile/kk ... ghost_comm device|lammps (see the header)
 template <class DeviceType>
 int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
@@ -388,10 +397,17 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
                          c.mpi_direct,   c.mpi_staged};
   for (int k = 0; k < 7; ++k) pvector[k] = counts[k];
   auto &res = I.results;
+  // newton off (newton_off_ok): LAMMPS neither clears nor folds the ghosts' forces, so they must have landed on
+  // their atoms (they did unless this step had no image exchange, which init_style has ruled out: checked anyway)
+  const bool newton = force->newton_pair != 0;
+  if (!newton && nall > nlocal &&
+      !(single_precision ? I.model_f->senders_grouped_last() : I.model_d->senders_grouped_last()))
+    error->one(FLERR, "pair_style batmobile/kk: newton off, but this step's ghost forces were not folded by the model");
+  const int n_out = newton ? nall : nlocal;  // (ghost rows are zero with newton off)
 
   auto rf = res.f;
   Kokkos::parallel_for(
-      "bm_kk_forces", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+      "bm_kk_forces", Policy(0, n_out), KOKKOS_LAMBDA(int n) {
         if (gs(n) < 0) return;
         for (int a = 0; a < 3; ++a) f(n, a) += rf(n, a);
       });
@@ -410,7 +426,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     auto d_vatom = k_vatom.template view<DeviceType>();
     auto rv = res.vatom;
     Kokkos::parallel_for(
-        "bm_kk_vatom", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+        "bm_kk_vatom", Policy(0, n_out), KOKKOS_LAMBDA(int n) {
           for (int a = 0; a < 6; ++a) d_vatom(n, a) += rv(n, a);
         });
     k_vatom.template modify<DeviceType>();

@@ -13,6 +13,9 @@
        of LAMMPS's comm/pair settings;
      - ghost_comm lammps (any rank count), or comm_style tiled: LAMMPS's host forward/reverse pair communication
        (the callbacks of pair_style batmobile) on a host copy of the whole feature array.
+   On one rank with ghost_comm device the model groups the sender adjoint by atom with its periodic images
+   (BATMOBILE_GROUP_SENDERS=1, the default), so ghost rows get no forces and `newton off` is allowed there: LAMMPS
+   then skips its reverse communication of forces (six launches per step on one GPU).
    `compute ID all pair batmobile/kk` gives for the last evaluation (summed over ranks) [1] forward and [2] reverse
    exchanges through the own swap exchange, [3] forward and [4] reverse exchanges through LAMMPS's pair
    communication, and of the own exchange's swaps [5] those with the rank itself (no MPI), [6] those whose MPI
@@ -53,6 +56,7 @@ class PairBatmobileKokkos : public PairBatmobile {
 
  protected:
   void build_models(const batmobile::ModelFile &file) override;
+  bool newton_off_ok() const override;
   int settings_keyword(int narg, char **arg) override;
   const char *settings_usage() const override;
   void select_exchange(int nlocal, int nall);

@@ -572,24 +572,28 @@ TEST(ModelEnv, LaunchSwitches) {
   expect_env_close<float>(r, "BATMOBILE_FORWARD_TEAM", "96", 1e-6, 1e-6);
 }
 
-// The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1) gives the results of one
-// team per atom incl. ghosts to rounding (the images' terms are summed in another order), in both precisions; bad
-// values are errors. (The CTest variant model_tests_group_senders runs every model test with it.)
+// The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1, the default) gives the
+// results of one team per atom incl. ghosts (=0) to rounding (the images' terms are summed in another order), in both
+// precisions; bad values are errors. (The CTest variant model_tests_ungrouped_senders runs every model test with 0.)
 TEST(ModelEnv, GroupSenders) {
   Reference r = read_reference("periodic");
-  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");  // (model_tests_group_senders sets it for the suite)
+  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");  // (model_tests_ungrouped_senders sets it for the suite)
   setenv("BATMOBILE_GROUP_SENDERS", "2", 1);
   EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument);
-  expect_env_close<double>(r, "BATMOBILE_GROUP_SENDERS", "1", 1e-13, 1e-12);  // (compared with it unset)
-  expect_env_close<float>(r, "BATMOBILE_GROUP_SENDERS", "1", 1e-6, 1e-5);
+  // =0 against the default (unset): to rounding, so the default groups or nothing does; which one is checked next
+  expect_env_close<double>(r, "BATMOBILE_GROUP_SENDERS", "0", 1e-13, 1e-12);
+  expect_env_close<float>(r, "BATMOBILE_GROUP_SENDERS", "0", 1e-6, 1e-5);
   // a second evaluation (used buffers: grouped, the ghost rows of the input adjoints are neither zeroed nor folded,
   // so stale values there must not matter) against a fresh ungrouped model
   std::vector<double> moved = r.pos;
   for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 5) - 2);
-  setenv("BATMOBILE_GROUP_SENDERS", "1", 1);
-  Model<double, Exec> grouped(load(), EdgeBackend::Fused);
   unsetenv("BATMOBILE_GROUP_SENDERS");
+  Model<double, Exec> grouped(load(), EdgeBackend::Fused);
+  EXPECT_TRUE(grouped.groups_senders());  // the default
+  setenv("BATMOBILE_GROUP_SENDERS", "0", 1);
   Model<double, Exec> plain(load(), EdgeBackend::Fused);
+  EXPECT_FALSE(plain.groups_senders());
+  unsetenv("BATMOBILE_GROUP_SENDERS");
   evaluate(grouped, moved, r.species, r.cell, r.pbc);
   const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc);
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);

@@ -294,6 +294,8 @@ def test_reference(env, variant):
         kw.update(nranks=int(variant[6:]), threads=1)
     if variant.endswith("reference_kernels"):  # the per-edge reference backend (the default is fused everywhere)
         kw["kernels"] = "reference"
+    if variant.endswith("newton_off"):  # batmobile/kk on one rank: the model folds the images' forces itself
+        kw["extra_pre"] = "newton off"
     if variant == "plugin":  # the styles from batmobileplugin.so (they override the built-in ones)
         if not os.path.isfile(env.vars.get("PLUGIN", "")):
             skip("no batmobileplugin.so in this build")
@@ -541,6 +543,22 @@ def test_errors(env):
         err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
         print(f"  {'too close, kk':20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
         ok &= good
+        # newton off only where the model folds the ghosts' forces: one rank, ghost_comm device, fused kernels with
+        # grouped senders (kk_newton_off runs the allowed case)
+        off = dict(extra_pre="newton off")
+        for name, script, kw in (
+                ("newton off, 2 ranks", base_script(env, **off), dict(nranks=2, threads=1)),
+                ("newton off, lammps", base_script(env, ghost_comm="lammps", **off), {}),
+                ("newton off, ref.", base_script(env, kernels="reference", **off), {}),
+                ("newton off, ungrp.", base_script(env, **off), dict(extra_env={"BATMOBILE_GROUP_SENDERS": "0"}))):
+            if kw.get("nranks", 1) > 1 and shutil.which("mpirun") is None:
+                continue
+            kw = dict(dict(kokkos=True, threads=2), **kw)
+            rc, out, _ = run_lmp(env, script + "run 0\n", expect_fail=True, **kw)
+            good = rc != 0 and "needs 'newton on'" in out
+            err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
+            print(f"  {name:20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
+            ok &= good
     if not ok:
         fail("an error case did not stop with its message")
     print("PASS")
@@ -572,12 +590,13 @@ run {steps}
     print("PASS")
 
 
-def test_kk_md(env, nranks=1, ghost_comm=None):
+def test_kk_md(env, nranks=1, ghost_comm=None, newton="on"):
     """batmobile/kk follows the batmobile trajectory through re-neighbouring (small skin, every step): on one rank
     the ghost features go through the device image map rebuilt at each re-neighbouring, on several ranks through
     batmobile/kk's device swap exchange (ghost_comm device, the default; its swap plan re-read at each
     re-neighbouring) or LAMMPS's pair communication (ghost_comm lammps), with atoms migrating between ranks. On
-    several ranks every thermo step's exchanges must have taken that route (compute pair, as in kk_comm)."""
+    several ranks every thermo step's exchanges must have taken that route (compute pair, as in kk_comm). newton off:
+    the kk run with newton off (one rank: the model puts the images' forces on their atoms, LAMMPS folds nothing)."""
     if not env.has_style("batmobile/kk"):
         skip("this lmp has no batmobile/kk")
     # cold and short: the seeded random model is not a water model and pulls atoms together when hot
@@ -603,7 +622,8 @@ run 40
                        "\ncompute prc all property/atom proc\ndump prc all custom 40 procs.txt id c_prc\n"
                        "dump_modify prc sort id")
     for name, kw, script in (("batmobile", {}, base_script(env) + md),
-                             ("batmobile/kk", kk, base_script(env, ghost_comm=ghost_comm) + md_kk)):
+                             ("batmobile/kk", kk, base_script(env, ghost_comm=ghost_comm,
+                                                              extra_pre=f"newton {newton}") + md_kk)):
         _, log, tmp = run_lmp(env, script, **kw)
         rows[name] = thermo_rows(log)
         logs[name] = log
@@ -653,7 +673,7 @@ def main():
      "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "slab": lambda: test_slab(env, *a.args),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
-                                 a.args[1] if len(a.args) > 1 else None)}[a.test]()
+                                 a.args[1] if len(a.args) > 1 else None, a.args[2] if len(a.args) > 2 else "on")}[a.test]()
 
 
 if __name__ == "__main__":
