@@ -747,9 +747,11 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
   // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
   // kernel reads h through a sender index.
+  // Built late with the fused backend, its offsets are zeroed by the forward's first kernel (one launch less).
+  const bool offsets_zeroed_early = backend_ == EdgeBackend::Fused && graph.senders_in_range && na > 0;
   auto build_csr = [&] {
     build_sender_csr<ExecSpace>(nl, na, roff, snd, edge_recv_, send_offsets_, send_edges_, send_fill_, warp_team,
-                                !graph.senders_in_range, 1024, image_owner);
+                                !graph.senders_in_range, 1024, image_owner, offsets_zeroed_early);
   };
   if (!graph.senders_in_range) build_csr();
   auto erecv = edge_recv_;
@@ -780,25 +782,31 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
       F.vatom_send = decltype(F.vatom)("bm_fused_vatom_send", cap, 6);
       for (auto& w : F.work) w.f_send = F.f_send, w.vatom_send = F.vatom_send;
     }
-    // positions in T, and the accumulators zeroed in the same pass (one launch instead of five)
-    auto xT = F.x;
-    auto f0 = F.f, v0 = F.vatom, fs0 = F.f_send, vs0 = F.vatom_send;
-    Kokkos::parallel_for(
-        "bm_xT", Policy(0, na), KOKKOS_LAMBDA(int n) {
-          for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
-          for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;
-        });
   }
 
-  // Embedding (owned and ghost atoms alike: it depends only on the species).
+  // Embedding (owned and ghost atoms alike: it depends only on the species). Fused backend, in the same launch:
+  // positions in T, the accumulators zeroed, and the sender offsets zeroed where the sender lists are built later
+  // (one launch instead of seven)
   {
     auto h0 = h_[0];
+    decltype(fused_->x) xT;
+    decltype(fused_->f) f0, fs0;
+    decltype(fused_->vatom) v0, vs0;
+    if (fused) xT = fused_->x, f0 = fused_->f, fs0 = fused_->f_send, v0 = fused_->vatom, vs0 = fused_->vatom_send;
+    const bool zero_soff = offsets_zeroed_early;
     // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
     kernels::parallel_for_queued(
         "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
-        KOKKOS_LAMBDA(int64_t x) {
-          const int n = int(x / KC), f = int(x % KC), s = f < C ? species(n) : -1;
+        KOKKOS_LAMBDA(int64_t xf) {
+          const int n = int(xf / KC), f = int(xf % KC), s = f < C ? species(n) : -1;
           h0(n, f) = s >= 0 ? md.w(md.o_embed + s * C + f) : T(0);
+          if (f != 0 || !fused) return;
+          for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
+          for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;
+          if (zero_soff) {
+            soff(n) = 0;
+            if (n == 0) soff(na) = 0;
+          }
         });
   }
 

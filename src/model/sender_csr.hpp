@@ -24,7 +24,8 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
                       const Kokkos::View<int*, ExecSpace>& snd, const Kokkos::View<int*, ExecSpace>& erecv,
                       const Kokkos::View<int*, ExecSpace>& soff, const Kokkos::View<int*, ExecSpace>& sedge,
                       const Kokkos::View<int*, ExecSpace>& fill, int team_size, bool check = true,
-                      int cap = 1024, const Kokkos::View<const int*, ExecSpace>& image_owner = {}) {
+                      int cap = 1024, const Kokkos::View<const int*, ExecSpace>& image_owner = {},
+                      bool offsets_zeroed = false) {
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using ScratchI = Kokkos::View<int*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -35,7 +36,7 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
   const int ng = by_owner ? nl : na;
   auto group = KOKKOS_LAMBDA(int j) { return by_owner && j >= nl ? image_owner(j - nl) : j; };
   // (on the execution space: the plain deep_copy(view, value) fences)
-  Kokkos::deep_copy(ExecSpace(), Kokkos::subview(soff, Kokkos::make_pair(0, ng + 1)), 0);
+  if (!offsets_zeroed) Kokkos::deep_copy(ExecSpace(), Kokkos::subview(soff, Kokkos::make_pair(0, ng + 1)), 0);
   // a team per receiver, its threads over the receiver's edges (one thread per receiver left GPUs latency-bound);
   // returns the receiver's number of out-of-range senders
   auto count = KOKKOS_LAMBDA(const Member& team) {
