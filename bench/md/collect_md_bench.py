@@ -129,7 +129,7 @@ def main():
         note = "max_atoms_single_gpu is the largest case that ran, not a searched limit"
     # the input's newton setting (run_md_bench.sh's BATMOBILE_MD_NEWTON): off skips LAMMPS's reverse communication
     doc = {"device": device, "potential": os.path.basename(a.potential),
-           "lammps_newton": os.environ.get("BATMOBILE_MD_NEWTON", "on"), "cases": cases,
+           "lammps_newton": os.environ.get("BATMOBILE_MD_NEWTON", "unknown"), "cases": cases,
            "max_atoms_single_gpu": max_ok, "first_failed_atoms": a.fit_failed or None, "note": note}
     json.dump(doc, open(a.out, "w"), indent=1)
     print(json.dumps(doc, indent=1))

@@ -11,7 +11,10 @@
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
-#   BATMOBILE_MD_NEWTON  the input's newton setting, on (default) or off (batmobile/kk on one rank only)
+#   BATMOBILE_MD_NEWTON  the input's newton setting: off (default on one rank: batmobile/kk then folds the images'
+#                        forces itself and LAMMPS skips its reverse communication, +7 % at 648 atoms on the H200,
+#                        session 18) or on (the default with BATMOBILE_MD_RANKS > 1, where off is an error; also
+#                        needed with LMP_ARGS that do not select batmobile/kk)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
@@ -23,6 +26,8 @@ GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
 # BATMOBILE_MD_RANKS=N: N MPI ranks, one GPU each (LAMMPS's domain decomposition; multi-GPU scaling)
 RANKS=${BATMOBILE_MD_RANKS:-1}
+NEWTON=${BATMOBILE_MD_NEWTON:-$([ "$RANKS" -gt 1 ] && echo on || echo off)}
+export BATMOBILE_MD_NEWTON=$NEWTON   # (collect_md_bench.py records it)
 read -r -a ACCEL <<<"${LMP_ARGS:--k on g $RANKS -sf kk -pk kokkos newton on neigh half}"
 LAUNCH=()
 if [ "$RANKS" -gt 1 ]; then
@@ -41,7 +46,7 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; 
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "${LAUNCH[@]}" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
      -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
-     -var prec "$prec" -var newton "${BATMOBILE_MD_NEWTON:-on}"
+     -var prec "$prec" -var newton "$NEWTON"
   rc=$?
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
   peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)

@@ -47,6 +47,7 @@ struct Evaluation {
   double energy;
   double virial[6];
   std::vector<double> eatom, forces, vatom;  // owners only (ghost contributions folded)
+  double ghost_abs = 0;  // sum of |f| and |vatom| over the ghost rows as the model returned them (before folding)
 };
 
 // want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges).
@@ -76,6 +77,10 @@ static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos
     const int owner = n < hg.n_local ? n : hg.ghost_owner[n - hg.n_local];
     for (int a = 0; a < 3; ++a) ev.forces[3 * owner + a] += f(n, a);
     for (int a = 0; a < 6; ++a) ev.vatom[6 * owner + a] += va(n, a);
+    if (n >= hg.n_local) {
+      for (int a = 0; a < 3; ++a) ev.ghost_abs += std::fabs(f(n, a));
+      for (int a = 0; a < 6; ++a) ev.ghost_abs += std::fabs(va(n, a));
+    }
   }
   for (int i = 0; i < hg.n_local; ++i) ev.eatom.push_back(ea(i));
   return ev;
@@ -600,6 +605,10 @@ TEST(ModelEnv, GroupSenders) {
   EXPECT_NEAR(a.energy, b.energy, 1e-13 * std::fabs(b.energy));
   EXPECT_LE(rel_err(a.forces, b.forces), 1e-12);
   EXPECT_LE(rel_err(a.vatom, b.vatom), 1e-12);
+  // grouped, the images' terms are on their atoms' rows and the ghost rows zero (what lets batmobile/kk run with
+  // newton off); ungrouped they are not
+  EXPECT_EQ(a.ghost_abs, 0.0);
+  EXPECT_GT(b.ghost_abs, 0.0);
 }
 
 // The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
