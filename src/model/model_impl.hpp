@@ -1321,9 +1321,9 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     auto fv = fused_->vatom, fvs = fused_->vatom_send;
     auto vatom = out.vatom;
     const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
-    // Grouped senders put the images' terms on their atoms' rows and write no ghost row: those rows are zeroed
-    // here (not read: an earlier ungrouped compute may have left values there), so that a caller may fold them or,
-    // like LAMMPS with newton off, leave them
+    // Grouped senders put the images' terms on their atoms' rows and write no ghost row: those rows are written as
+    // zeros without reading the accumulators, so that a caller may fold them or, like LAMMPS with newton off, leave
+    // them
     const int n_own = n_send_ >= 0 ? nl : na;
     kernels::parallel_reduce_queued(
         "bm_fused_out", Policy(0, na),
