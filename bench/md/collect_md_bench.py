@@ -2,7 +2,8 @@
 """Collects the LAMMPS MD benchmark (run_md_bench.sh) and times the PyTorch reference model on the same boxes.
 
 usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N]
-RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per case, from run_md_bench.sh).
+RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per run, from run_md_bench.sh; the
+consecutive runs of a repeated case form one case: steps_per_second is their mean, steps_per_second_runs each run's).
 The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
 replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
 """
@@ -16,6 +17,22 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+
+def group_runs(lines):
+    """The raw lines as runs, consecutive runs of the same (atoms, precision) grouped: one group per case."""
+    groups = []
+    for line in lines:
+        if not line.strip():
+            continue
+        n, rc, sps, peak, base, prec = line.split()
+        run = {"atoms": int(n), "rc": int(rc), "sps": float(sps) if sps != "nan" else None, "peak": float(peak),
+               "base": float(base), "precision": prec}
+        if groups and (groups[-1][0]["atoms"], groups[-1][0]["precision"]) == (run["atoms"], prec):
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    return groups
 
 
 def read_lammps_data(path):
@@ -104,14 +121,21 @@ def main():
     except Exception:
         pass
     cases, max_ok = [], 0
-    for line in open(a.raw):
-        n, rc, sps, peak, base, prec = line.split()
-        n, rc = int(n), int(rc)
-        sps = float(sps) if sps != "nan" else None
+    for group in group_runs(open(a.raw).read().splitlines()):
+        n, prec = group[0]["atoms"], group[0]["precision"]
+        rc = max((r["rc"] for r in group), key=abs)  # (any failed run fails the case)
+        runs = [r["sps"] for r in group]
+        ok = [v for v in runs if v is not None]
+        sps = round(sum(ok) / len(ok), 3) if ok and rc == 0 else None
+        peak = max(r["peak"] for r in group)
         case = {"atoms": n, "precision": prec, "exit_code": rc, "steps_per_second": sps,
                 "atom_steps_per_second": sps * n if sps else None,
-                "peak_device_bytes": int(float(peak) * 2**20) if float(peak) > 0 else None,
-                "baseline_device_bytes": int(float(base) * 2**20), "reference_steps_per_second": None}
+                "peak_device_bytes": int(peak * 2**20) if peak > 0 else None,
+                "baseline_device_bytes": int(group[0]["base"] * 2**20), "reference_steps_per_second": None}
+        if len(group) > 1:
+            case["steps_per_second_runs"] = runs
+            if len(ok) > 1:
+                case["steps_per_second_min_max"] = [min(ok), max(ok)]
         if rc == 0 and sps:
             max_ok = max(max_ok, n)
         if n in reps and n <= a.reference_max_atoms and prec == "single":  # reference runs float32

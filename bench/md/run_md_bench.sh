@@ -3,7 +3,9 @@
 # on the same GPU for the ratio. Writes OUTDIR/md_h200.json.
 # usage: bench/md/run_md_bench.sh LMP_BINARY POTENTIAL OUTDIR
 # Environment:
-#   BATMOBILE_MD_CASES   space-separated atoms:rx:ry:rz:steps:precision (default below)
+#   BATMOBILE_MD_CASES   space-separated atoms:rx:ry:rz:steps:precision[:repeats] (default below; repeats: that many
+#                        runs of the case one after the other, each its own LAMMPS process; md_h200.json reports
+#                        their mean and each run: one 648-atom run spreads by +-3 % on the H200)
 #   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
 #   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
 #   BATMOBILE_MD_REFERENCE_MAX_ATOMS  largest case timed with the PyTorch reference too (default 20000)
@@ -20,8 +22,8 @@ LMP=$1; POT=$2; OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 mkdir -p "$OUT"
-# 648 atoms in both precisions; 10,368; 97,200; then ~1.05e6 atoms to show what fits on one GPU
-CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
+# 648 atoms in both precisions (fp32 five times); 10,368; 97,200; then ~1.05e6 atoms to show what fits on one GPU
+CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single:5 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
 GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
 # BATMOBILE_MD_RANKS=N: N MPI ranks, one GPU each (LAMMPS's domain decomposition; multi-GPU scaling)
@@ -36,9 +38,10 @@ if [ "$RANKS" -gt 1 ]; then
 fi
 smi() { nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits "$@" 2>/dev/null; }
 results=()
-run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; appends to results, returns its rc
+run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP [RUN]: one LAMMPS run; appends to results, returns its rc
   local n=$1 rx=$2 ry=$3 rz=$4 ns=$5 prec=$6 nwarm=$7
-  local tag=${n}_${prec} log=$OUT/md_${n}_${prec}.log base mon rc peak sps ran
+  local tag=${n}_${prec}${8:+_r$8} base mon rc peak sps ran
+  local log=$OUT/md_$tag.log
   base=$(smi | head -n1)
   # nvidia-smi itself in the background (not a function's subshell): `kill $mon` must stop the sampler
   nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/mem_${tag}.txt" 2>/dev/null &
@@ -62,8 +65,12 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP: one LAMMPS run; 
   return $rc
 }
 for c in $CASES; do
-  IFS=: read -r n rx ry rz ns prec <<<"$c"
-  run_case "$n" "$rx" "$ry" "$rz" "$ns" "$prec" 5
+  IFS=: read -r n rx ry rz ns prec reps <<<"$c"
+  if [ "${reps:-1}" -le 1 ]; then
+    run_case "$n" "$rx" "$ry" "$rz" "$ns" "$prec" 5
+  else
+    for ((r = 1; r <= reps; ++r)); do run_case "$n" "$rx" "$ry" "$rz" "$ns" "$prec" 5 "$r"; done
+  fi
 done
 # Largest box on one GPU: BATMOBILE_MD_FIT="rx:ry:rz ..." (increasing), 2 steps each after 1 warm-up, until the
 # first one that fails (out of memory or over BATMOBILE_MD_CASE_TIMEOUT): that size bounds the search.

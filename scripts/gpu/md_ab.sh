@@ -6,7 +6,8 @@
 #      reference; 40 s limit each), then those in BATMOBILE_MD_AB_LARGE on BATMOBILE_MD_AB_LARGE_CASES (default
 #      97,200 atoms x 30 steps; 45 s limit each; names distinct from the first list's),
 #   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
-#      reference, 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES as there) with the time left before
+#      reference (the fp32 case five times, their mean reported), 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES
+#      as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
 #   5. (BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...", before 1.) an Nsight Systems timeline of each case, see below.
 #   4. (BATMOBILE_MD_NCU=REGEX, after 3.) an Nsight Compute report of the matching kernels of one MD step, see below.
