@@ -35,6 +35,25 @@ def group_runs(lines):
     return groups
 
 
+def summarize(group):
+    """One case from its runs: steps/s the mean of the runs (None if any run failed), the largest peak memory."""
+    n, prec = group[0]["atoms"], group[0]["precision"]
+    rc = max((r["rc"] for r in group), key=abs)  # (any failed run fails the case)
+    runs = [r["sps"] for r in group]
+    ok = [v for v in runs if v is not None]
+    sps = round(sum(ok) / len(ok), 3) if ok and rc == 0 else None
+    peak = max(r["peak"] for r in group)
+    case = {"atoms": n, "precision": prec, "exit_code": rc, "steps_per_second": sps,
+            "atom_steps_per_second": sps * n if sps else None,
+            "peak_device_bytes": int(peak * 2**20) if peak > 0 else None,
+            "baseline_device_bytes": int(group[0]["base"] * 2**20), "reference_steps_per_second": None}
+    if len(group) > 1:
+        case["steps_per_second_runs"] = runs
+        if len(ok) > 1:
+            case["steps_per_second_min_max"] = [min(ok), max(ok)]
+    return case
+
+
 def read_lammps_data(path):
     """216-water data file (atom_style atomic, orthogonal box): positions, types (1-based), box lengths."""
     lines = open(path).read().splitlines()
@@ -122,20 +141,8 @@ def main():
         pass
     cases, max_ok = [], 0
     for group in group_runs(open(a.raw).read().splitlines()):
-        n, prec = group[0]["atoms"], group[0]["precision"]
-        rc = max((r["rc"] for r in group), key=abs)  # (any failed run fails the case)
-        runs = [r["sps"] for r in group]
-        ok = [v for v in runs if v is not None]
-        sps = round(sum(ok) / len(ok), 3) if ok and rc == 0 else None
-        peak = max(r["peak"] for r in group)
-        case = {"atoms": n, "precision": prec, "exit_code": rc, "steps_per_second": sps,
-                "atom_steps_per_second": sps * n if sps else None,
-                "peak_device_bytes": int(peak * 2**20) if peak > 0 else None,
-                "baseline_device_bytes": int(group[0]["base"] * 2**20), "reference_steps_per_second": None}
-        if len(group) > 1:
-            case["steps_per_second_runs"] = runs
-            if len(ok) > 1:
-                case["steps_per_second_min_max"] = [min(ok), max(ok)]
+        case = summarize(group)
+        n, prec, rc, sps = case["atoms"], case["precision"], case["exit_code"], case["steps_per_second"]
         if rc == 0 and sps:
             max_ok = max(max_ok, n)
         if n in reps and n <= a.reference_max_atoms and prec == "single":  # reference runs float32

@@ -1,0 +1,33 @@
+"""bench/md/collect_md_bench.py: the raw lines of run_md_bench.sh become one case per (atoms, precision) run in a row,
+so that a repeated case reports the mean of its runs."""
+import importlib.util
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location(
+    "collect_md_bench", os.path.join(HERE, "..", "..", "bench", "md", "collect_md_bench.py"))
+collect = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(collect)
+
+
+def test_group_runs_joins_consecutive_repeats_only():
+    lines = ["648 0 990.5 673 1 single", "648 0 1010.5 675 0 single", "", "648 0 460.0 707 0 double",
+             "10368 0 nan 0 0 single", "648 0 970.0 673 0 single"]
+    groups = collect.group_runs(lines)
+    assert [(g[0]["atoms"], g[0]["precision"], len(g)) for g in groups] == [
+        (648, "single", 2), (648, "double", 1), (10368, "single", 1), (648, "single", 1)]
+    assert [r["sps"] for r in groups[0]] == [990.5, 1010.5]
+    assert groups[2][0]["sps"] is None
+    assert groups[0][1]["peak"] == 675.0
+
+
+def test_summarize_reports_the_mean_and_fails_with_any_run():
+    runs = collect.group_runs(["648 0 990.0 673 1 single", "648 0 1010.0 675 0 single"])[0]
+    case = collect.summarize(runs)
+    assert case["steps_per_second"] == 1000.0 and case["atom_steps_per_second"] == 648000.0
+    assert case["steps_per_second_runs"] == [990.0, 1010.0] and case["steps_per_second_min_max"] == [990.0, 1010.0]
+    assert case["peak_device_bytes"] == 675 * 2**20 and case["baseline_device_bytes"] == 2**20
+    failed = collect.summarize(collect.group_runs(["648 0 990.0 673 0 single", "648 124 nan 673 0 single"])[0])
+    assert failed["exit_code"] == 124 and failed["steps_per_second"] is None
+    one = collect.summarize(collect.group_runs(["97200 0 14.6 3485 0 single"])[0])
+    assert one["steps_per_second"] == 14.6 and "steps_per_second_runs" not in one
