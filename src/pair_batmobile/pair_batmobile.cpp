@@ -225,7 +225,8 @@ void PairBatmobile::check_settings()
                update->unit_style);
   if (force->newton_pair == 0 && !newton_off_ok())
     error->all(FLERR, "pair_style batmobile needs 'newton on' (batmobile/kk also runs with newton off on one MPI "
-               "rank with ghost_comm device, where the model folds the periodic images' forces itself)");
+               "rank with ghost_comm device, kernels fused and BATMOBILE_GROUP_SENDERS=1, the defaults, where the "
+               "model folds the periodic images' forces itself)");
   if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
   check_box();
   // Under pair_style hybrid the top-level style took its comm sizes at pair_style time, before pair_coeff

@@ -509,6 +509,14 @@ def test_fd(env):
     print("PASS")
 
 
+def stopped_with(name, rc, out, *messages):
+    """Whether a run that must fail did, with every message in its output; prints its ERROR line."""
+    good = rc != 0 and all(m in out for m in messages)
+    err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
+    print(f"  {name:20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
+    return good
+
+
 def test_errors(env):
     ref = env.ref
     model = os.path.join(ref, "model.pt")
@@ -530,19 +538,13 @@ def test_errors(env):
     ok = True
     for name, script, message in cases:
         rc, out, _ = run_lmp(env, script, expect_fail=True)
-        good = rc != 0 and message in out
-        err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
-        print(f"  {name:20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
-        ok &= good
+        ok &= stopped_with(name, rc, out, message)
     if env.has_style("batmobile/kk"):
         # batmobile/kk with the closest-distance check deferred (the GPU default): still an error, at the step
         script = base_script(env, data="water_close.data") + "run 0\n"
         rc, out, _ = run_lmp(env, script, kokkos=True, threads=2, expect_fail=True,
                              extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "1"})
-        good = rc != 0 and "closer than half the smallest" in out and "at step 0" in out
-        err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
-        print(f"  {'too close, kk':20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
-        ok &= good
+        ok &= stopped_with("too close, kk", rc, out, "closer than half the smallest", "at step 0")
         # newton off only where the model folds the ghosts' forces: one rank, ghost_comm device, fused kernels with
         # grouped senders (kk_newton_off runs the allowed case)
         off = dict(extra_pre="newton off")
@@ -555,10 +557,7 @@ def test_errors(env):
                 continue
             kw = dict(dict(kokkos=True, threads=2), **kw)
             rc, out, _ = run_lmp(env, script + "run 0\n", expect_fail=True, **kw)
-            good = rc != 0 and "needs 'newton on'" in out
-            err = next((l for l in out.splitlines() if "ERROR" in l), "(no ERROR line)")
-            print(f"  {name:20s} {'ok ' if good else 'BAD'} rc={rc}: {err.strip()}")
-            ok &= good
+            ok &= stopped_with(name, rc, out, "needs 'newton on'")
     if not ok:
         fail("an error case did not stop with its message")
     print("PASS")
