@@ -70,7 +70,10 @@ struct Results {
   bool want_energy = true, want_virial = true;
   double energy = 0;
   double virial[6] = {0, 0, 0, 0, 0, 0};                      // xx yy zz xy xz yz
-  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> f;  // n_all (overwritten)
+  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> f;  // n_all (overwritten, or added to: add_forces)
+  // true: the model adds its forces to f, which holds the caller's (e.g. LAMMPS's force array itself, saving the
+  // caller a pass over it); ghost rows the model leaves zero (grouped senders) are then left as they are
+  bool add_forces = false;
   Kokkos::View<double*, ExecSpace> eatom;                       // n_local (when requested)
   Kokkos::View<double* [6], Kokkos::LayoutRight, ExecSpace> vatom;  // n_all (when requested)
 };

@@ -1325,16 +1325,21 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // zeros without reading the accumulators, so that a caller may fold them or, like LAMMPS with newton off, leave
     // them
     const int n_own = n_send_ >= 0 ? nl : na;
+    const bool add = out.add_forces;
     kernels::parallel_reduce_queued(
         "bm_fused_out", Policy(0, na),
         KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
           if (n >= n_own) {
-            for (int a = 0; a < 3; ++a) f(n, a) = 0;
+            if (!add)
+              for (int a = 0; a < 3; ++a) f(n, a) = 0;
             if (want_vatom)
               for (int a = 0; a < 6; ++a) vatom(n, a) = 0;
             return;
           }
-          for (int a = 0; a < 3; ++a) f(n, a) = ff(n, a) + ffs(n, a);
+          for (int a = 0; a < 3; ++a) {
+            const double fa = ff(n, a) + ffs(n, a);
+            f(n, a) = add ? f(n, a) + fa : fa;
+          }
           for (int a = 0; a < 6; ++a) {
             const double v = fv(n, a) + fvs(n, a);
             acc.v[a] += v;
@@ -1346,6 +1351,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     fetch_wanted();
     return;
   }
+  const bool add = out.add_forces;
   Kokkos::parallel_for(
       "bm_forces", Policy(0, na), KOKKOS_LAMBDA(int n) {
         double F[3] = {0, 0, 0};
@@ -1354,7 +1360,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
             for (int a = 0; a < 3; ++a) F[a] += egrad(e, a);
         for (int q = soff(n); q < soff(n + 1); ++q)
           for (int a = 0; a < 3; ++a) F[a] -= egrad(sedge(q), a);
-        for (int a = 0; a < 3; ++a) f(n, a) = F[a];
+        for (int a = 0; a < 3; ++a) f(n, a) = add ? f(n, a) + F[a] : F[a];
       });
   // symmetrised edge tally -(r (x) g + g (x) r) / 2, g = dE/dr, in LAMMPS order xx yy zz xy xz yz
   Kokkos::parallel_reduce(

@@ -25,8 +25,8 @@ inline batmobile::EdgeBackend edge_backend(int kernels_choice)
 // Buffers grow with 20% headroom so that small changes in atom or edge counts do not reallocate every step.
 inline size_t grow_capacity(size_t n) { return n + n / 5 + 16; }
 
-// Graph buffers for this step: positions, species and forces of nall atoms, offsets of nlocal receivers. Returns
-// true when the offsets were reallocated (a style sizes its own per-receiver arrays along with them).
+// Graph buffers for this step: positions and species of nall atoms, offsets of nlocal receivers. Returns true
+// when the offsets were reallocated (a style sizes its own per-receiver arrays along with them).
 template <class ImplT>
 bool reserve_atoms(ImplT &I, int nlocal, int nall)
 {
@@ -34,7 +34,6 @@ bool reserve_atoms(ImplT &I, int nlocal, int nall)
   if (g.x.extent(0) < static_cast<size_t>(nall)) {
     g.x = decltype(g.x)("bm_x", grow_capacity(nall));
     g.species = decltype(g.species)("bm_species", grow_capacity(nall));
-    I.results.f = decltype(I.results.f)("bm_f", grow_capacity(nall));
   }
   if (g.recv_offsets.extent(0) >= static_cast<size_t>(nlocal + 1)) return false;
   g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow_capacity(nlocal + 1));

@@ -387,6 +387,10 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
 
   select_exchange(nlocal, nall);
   I.counts = batmobile_kk::ExchangeCounts();
+  // the model adds its forces to LAMMPS's force array itself (one pass over the atoms less; atoms of no model species
+  // get zero from it). newton off: ghost rows are left alone, LAMMPS neither clears nor folds them
+  I.results.f = f;
+  I.results.add_forces = true;
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
                             error, "batmobile/kk");
   // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
@@ -403,14 +407,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   if (!newton && nall > nlocal &&
       !(single_precision ? I.model_f->senders_grouped_last() : I.model_d->senders_grouped_last()))
     error->one(FLERR, "pair_style batmobile/kk: newton off, but this step's ghost forces were not folded by the model");
-  const int n_out = newton ? nall : nlocal;  // (ghost rows are zero with newton off)
-
-  auto rf = res.f;
-  Kokkos::parallel_for(
-      "bm_kk_forces", Policy(0, n_out), KOKKOS_LAMBDA(int n) {
-        if (gs(n) < 0) return;
-        for (int a = 0; a < 3; ++a) f(n, a) += rf(n, a);
-      });
+  const int n_out = newton ? nall : nlocal;  // per-atom virial rows to add (ghost rows are zero with newton off)
   if (eflag_global) eng_vdwl += res.energy;
   if (vflag_global)
     for (int a = 0; a < 6; ++a) virial[a] += res.virial[a];

@@ -347,6 +347,52 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
 }
 
 // The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
+// Results::add_forces (batmobile/kk passes LAMMPS's force array itself): the model adds to what f holds, exactly
+// what it would have written plus that, on every row incl. ghost rows (grouped senders leave those as they are: the
+// model's value there is 0). Both backends, float and double, senders grouped (the default) and not.
+TEST(ModelResults, AddForces) {
+  Reference r = read_reference("periodic");
+  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");
+  auto check = [&](auto zero, EdgeBackend backend, const char* group) {
+    using T = decltype(zero);
+    SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
+                 (backend == EdgeBackend::Fused ? " fused" : " reference") + " GROUP_SENDERS=" + group);
+    setenv("BATMOBILE_GROUP_SENDERS", group, 1);
+    Model<T, Exec> m(load(), backend);
+    HostGraph hg = build_periodic_graph(r.pos, r.species, r.cell.data(), r.pbc, m.hyper().r_c);
+    Graph<Exec> g = upload_graph<Exec>(hg);
+    IndexMapGhostExchange<T, Exec> exchange(hg.n_local, hg.ghost_owner);
+    auto held = [](int n, int a) { return 0.1 * (n % 7) - 0.3 * a + 0.05; };  // what f holds before
+    auto run = [&](bool add) {
+      Results<Exec> res;
+      res.f = decltype(res.f)("f", hg.n_all);
+      // (a host copy of its own: on host back-ends a mirror view is the view itself)
+      Kokkos::View<double* [3], Kokkos::LayoutRight, Kokkos::HostSpace> h("f_host", hg.n_all);
+      for (int n = 0; n < hg.n_all; ++n)
+        for (int a = 0; a < 3; ++a) h(n, a) = add ? held(n, a) : 0.0;
+      Kokkos::deep_copy(res.f, h);
+      res.add_forces = add;
+      m.compute(g, &exchange, res);
+      Kokkos::deep_copy(h, res.f);
+      return h;
+    };
+    const auto plain = run(false);
+    const auto added = run(true);
+    double fmax = 0;
+    for (int n = 0; n < hg.n_all; ++n)
+      for (int a = 0; a < 3; ++a) {
+        fmax = std::max(fmax, std::fabs(plain(n, a)));
+        ASSERT_EQ(added(n, a), held(n, a) + plain(n, a)) << "atom " << n << " axis " << a;
+      }
+    EXPECT_GT(fmax, 1e-2);
+  };
+  for (const char* group : {"1", "0"})
+    for (EdgeBackend b : {EdgeBackend::Fused, EdgeBackend::Reference}) {
+      check(0.0f, b, group);
+      check(0.0, b, group);
+    }
+}
+
 // Energy and virial on demand (Results::want_energy / want_virial, LAMMPS's eflag_global / vflag_global): a step that
 // does not want them leaves them 0 and gives the same forces, per-atom energies and virials bit for bit; the next step
 // that wants them gets this step's values, not stale ones. The edge count passed in (Graph::n_edges) changes nothing.

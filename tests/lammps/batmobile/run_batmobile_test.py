@@ -338,6 +338,51 @@ def test_hybrid(env):
     print("PASS")
 
 
+def test_hybrid_sum(env):
+    """batmobile/kk adds its forces to LAMMPS's force array (Results::add_forces): under `pair_style hybrid/overlay
+    lj/cut 3.0 batmobile` (lj/cut first, so its forces are in the array when batmobile/kk runs) energy and forces
+    must be the sums of the two styles run alone, with newton on and off (one rank)."""
+    if not env.has_style("batmobile/kk"):
+        skip("this lmp has no batmobile/kk")
+    model = os.path.join(env.ref, "model.pt")
+    styles = {  # (a weak lj/cut: its forces of the model's size, so that a lost or overwritten term shows)
+        "sum": f"pair_style hybrid/overlay lj/cut 3.0 batmobile\npair_coeff * * lj/cut 1e-7 2.5\n"
+               f"pair_coeff * * batmobile {model} O H",
+        "batmobile": f"pair_style batmobile\npair_coeff * * {model} O H",
+        "lj": "pair_style lj/cut 3.0\npair_coeff * * 1e-7 2.5"}
+    ok = True
+    for newton in ("on", "off"):
+        got = {}
+        for name, pair in styles.items():
+            script = f"""units metal
+atom_style atomic
+boundary p p p
+newton {newton}
+read_data {os.path.join(env.ref, 'water.data')}
+{pair}
+neighbor 1.0 bin
+thermo_style custom step pe
+thermo_modify format float %.17g
+dump d all custom 1 dump.txt id fx fy fz
+dump_modify d format float %.17g sort id
+run 0
+"""
+            _, log, tmp = run_lmp(env, script, kokkos=True, threads=2)
+            lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
+            start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
+            got[name] = (thermo_rows(log)[-1]["PotEng"],
+                         np.array([[float(v) for v in l.split()[1:]] for l in lines[start:]]))
+        (e_sum, f_sum), (e_bm, f_bm), (e_lj, f_lj) = got["sum"], got["batmobile"], got["lj"]
+        e_err = abs(e_sum - (e_bm + e_lj)) / abs(e_sum)
+        f_err = np.abs(f_sum - (f_bm + f_lj)).max() / np.abs(f_sum).max()
+        print(f"  newton {newton}: max |f| batmobile {np.abs(f_bm).max():.3e}, lj/cut {np.abs(f_lj).max():.3e}; "
+              f"hybrid vs sum: energy rel {e_err:.2e}, forces rel {f_err:.2e} (tol 1e-12)")
+        ok &= e_err <= 1e-12 and f_err <= 1e-12 and np.abs(f_lj).max() > 1e-2 * np.abs(f_bm).max()
+    if not ok:
+        fail("hybrid/overlay lj/cut + batmobile/kk is not the sum of the two")
+    print("PASS")
+
+
 def test_slab(env, variant=None):
     """Water slab with vacuum on 4 ranks (processors 1 1 4): ranks without atoms or ghosts must still join the
     forward/reverse exchange of node features (else the run hangs); results vs the PyTorch reference. variant kk:
@@ -669,7 +714,7 @@ def main():
     env = Env(a.build, a.ref)
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
-     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "slab": lambda: test_slab(env, *a.args),
+     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "hybrid_sum": lambda: test_hybrid_sum(env), "slab": lambda: test_slab(env, *a.args),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
                                  a.args[1] if len(a.args) > 1 else None, a.args[2] if len(a.args) > 2 else "on")}[a.test]()
