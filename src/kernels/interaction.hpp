@@ -55,6 +55,7 @@
 // Parameter gradients are not computed (not needed at run time).
 #pragma once
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -1267,10 +1268,15 @@ struct InteractionWork {
   std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
   // Grow-only, with 20 % headroom beyond the first size: MD changes n_total (the ghosts) at every re-neighbouring,
   // and each reallocation of the six arrays initialised and fenced (H200, 648 atoms: 22 times in 300 steps).
-  void resize(int n_recv, int n_total, int A, int dk) {
+  // Set by a caller that wrote q and k for the next interaction_forward itself (e.g. per species, for an embedding
+  // input), after sizing them with resize: that forward then projects nothing (and clears the flag).
+  bool qk_given = false;
+  // Returns whether the arrays were reallocated.
+  bool resize(int n_recv, int n_total, int A, int dk) {
     const bool first = q.data() == nullptr;
-    if (int(q.extent(0)) < n_recv || int(k.extent(0)) < n_total || int(M.extent(1)) != A ||
-        int(q.extent(1)) != A * dk) {
+    const bool grow = int(q.extent(0)) < n_recv || int(k.extent(0)) < n_total || int(M.extent(1)) != A ||
+                      int(q.extent(1)) != A * dk;
+    if (grow) {
       const int nr = first ? n_recv : n_recv + n_recv / 5 + 16, nt = first ? n_total : n_total + n_total / 5 + 16;
       q = decltype(q)("q", nr, A * dk);
       gq = decltype(q)("gq", nr, A * dk);
@@ -1279,6 +1285,7 @@ struct InteractionWork {
       M = decltype(q)("M", nr, A);
       Z = decltype(q)("Z", nr, A);
     }
+    return grow;
   }
 };
 
@@ -1583,8 +1590,11 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
                          int team_size = 0) {
   using exec = typename Device::execution_space;
   using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
-  work.resize(g.n_recv, g.n_total, prm.A, prm.dk);
-  if (ATTN) {
+  const bool qk_given = work.qk_given;
+  work.qk_given = false;
+  if (work.resize(g.n_recv, g.n_total, prm.A, prm.dk) && qk_given)
+    throw std::logic_error("interaction_forward: q and k were given in work arrays too small for this graph");
+  if (ATTN && !qk_given) {
     ProjectQK<T, Device> pq{h, {}, prm.Wq, prm.Wk, prm.WqT, prm.WkT, work.q, work.k, work.gq, work.gk, g.n_recv, prm.C, prm.A * prm.dk};
     Kokkos::parallel_for("batmobile::project_qk",
                          Kokkos::RangePolicy<exec, Kokkos::IndexType<int64_t>>(0, int64_t(g.n_total) * prm.A * prm.dk),

@@ -313,6 +313,10 @@ struct Model<T, ExecSpace>::FusedState {
   // (BATMOBILE_SCALAR_NODE=0 turns it off; results bit-identical; H200 session 17, same build: +2..4 % MD steps/s at
   // 648 atoms, +1.5 % at 10,368). Its l >= 1 outputs stay unset.
   bool scalar_node = true;
+  // Layer 0 through the embedding-input kernels: q and k of each species' embedding (S, A dk), projected once by the
+  // forward's own functor (kernels::ProjectQK) in T, so that the embedding kernel writes every atom's q and k and
+  // layer 0's forward launches no projection; bit-identical (BATMOBILE_SPECIES_QK=0: per atom). Empty: not used.
+  Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> species_q, species_k;
   int role(int t, int layers) const {
     if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
     return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
@@ -528,6 +532,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
     //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic),
     //     2: the adjoints' too, 0: none (FusedState::wave_teams);
+    //   BATMOBILE_SPECIES_QK=0|1 1 (default): layer 0's q and k from a table per species (read below);
     //   BATMOBILE_GROUP_SENDERS=0|1 1 (default): the sender adjoint over local atoms with their periodic images
     //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
     //     all atoms incl. ghosts;
@@ -571,6 +576,25 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto ft = env_switch("BATMOBILE_FORWARD_TEAM", [](int v) { return v >= 0 && v <= 1024; },
                                    "0 (automatic) or a team size C x S of at most 1024"))
       if (!kernels::runs_on_host<ExecSpace>) fused_->forward_team_size = *ft;
+    // (BATMOBILE_SPECIES_QK: FusedState::species_q)
+    const auto sqk = env_switch("BATMOBILE_SPECIES_QK", zero_or_one, "0 or 1");
+    const int S = static_cast<int>(hp.species.size()), AD = hp.A * hp.dk;
+    if (fused_->role(0, hp.T) == kernels::kEmbeddingInput && sqk.value_or(1) == 1 && AD <= d_.K * d_.C && S > 0) {
+      // each species' embedding as a one-atom-per-species feature array (l = 0 rows; the model's T values)
+      Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> emb("bm_species_embedding", S, 1, hp.C);
+      auto he = Kokkos::create_mirror_view(emb);
+      auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_.w);
+      for (int s = 0; s < S; ++s)
+        for (int c = 0; c < hp.C; ++c) he(s, 0, c) = hw(d_.o_embed + s * hp.C + c);
+      Kokkos::deep_copy(emb, he);
+      fused_->species_q = decltype(fused_->species_q)("bm_species_q", S, AD);
+      fused_->species_k = decltype(fused_->species_k)("bm_species_k", S, AD);
+      const auto& prm = fused_->params[0];
+      const kernels::ProjectQK<T, ExecSpace> pq{emb,      {}, prm.Wq, prm.Wk, prm.WqT, prm.WkT, fused_->species_q,
+                                                fused_->species_k, {}, {}, S, hp.C, AD};
+      Kokkos::parallel_for("bm_species_qk",
+                           Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(S) * AD), pq);
+    }
   }
 }
 
@@ -794,12 +818,26 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     decltype(fused_->vatom) v0, vs0;
     if (fused) xT = fused_->x, f0 = fused_->f, fs0 = fused_->f_send, v0 = fused_->vatom, vs0 = fused_->vatom_send;
     const bool zero_soff = offsets_zeroed_early;
+    // layer 0's q and k per species (FusedState::species_q): sized here, written below, not projected again
+    const bool species_qk = fused && fused_->species_q.data() != nullptr;
+    decltype(fused_->species_q) q0, k0, tq, tk;
+    if (species_qk) {
+      auto& w0 = fused_->work[0];
+      w0.resize(nl, na, A, dk);
+      w0.qk_given = true;
+      q0 = w0.q, k0 = w0.k, tq = fused_->species_q, tk = fused_->species_k;
+    }
     // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
     kernels::parallel_for_queued(
         "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
         KOKKOS_LAMBDA(int64_t xf) {
           const int n = int(xf / KC), f = int(xf % KC), s = f < C ? species(n) : -1;
           h0(n, f) = s >= 0 ? md.w(md.o_embed + s * C + f) : T(0);
+          if (species_qk && f < AD) {
+            const int sp = species(n);  // (no model species: a zero embedding, whose projections are 0)
+            k0(n, f) = sp >= 0 ? tk(sp, f) : T(0);
+            if (n < nl) q0(n, f) = sp >= 0 ? tq(sp, f) : T(0);
+          }
           if (f != 0 || !fused) return;
           for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
           for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;

@@ -208,6 +208,7 @@ struct Launch {
   // and gives m, o for l = 0 only (0 elsewhere)
   int role = kGeneralLayer;
   int forward_team = -1;  // the forward kernel's team size where >= 0 (Model's BATMOBILE_FORWARD_TEAM), else team_size
+  bool qk_given = false;  // InteractionWork::qk_given set before the forward (on fresh work arrays: an error)
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -272,6 +273,7 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
+  work.qk_given = ln.qk_given;
   with_role(ln.role, [&](auto role) {
     interaction_forward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.m, out.o, work,
                                                                 ln.forward_team >= 0 ? ln.forward_team : team_size);

@@ -352,3 +352,15 @@ TEST(Interaction, TeamSizeValidation) {
   EXPECT_THROW(run(M.C + 1), std::invalid_argument);
   EXPECT_THROW(run(M.C / 2), std::invalid_argument);
 }
+
+// A forward told that q and k were given (InteractionWork::qk_given, the model's per-species q and k of layer 0)
+// in work arrays it must still grow stops with a logic error instead of running on unset q and k.
+TEST(Interaction, GivenQKNeedsSizedWork) {
+  constexpr int L = 1;
+  std::mt19937 rng(82);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng, 2, 4, 3.0);
+  Launch ln;
+  ln.qk_given = true;
+  EXPECT_THROW((run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, ln)), std::logic_error);
+}

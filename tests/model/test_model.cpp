@@ -657,26 +657,23 @@ TEST(ModelEnv, GroupSenders) {
   EXPECT_GT(b.ghost_abs, 0.0);
 }
 
-// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
-// energy) gives the same energy, forces, per-atom energies and virials bit for bit as all degrees (=0), in both
-// precisions; bad values are errors. (With the general kernels in the last layer the switch does nothing: they read
-// dE/dm and dE/do of every degree.)
-TEST(ModelEnv, ScalarNode) {
-  Reference r = read_reference("periodic");
+// Switch `var` at 1 and at 0 gives the same energy, forces, per-atom energies and virials bit for bit, in both
+// precisions, each model evaluating a displaced geometry first, so that the compared evaluation starts from used
+// buffers (rows a switch leaves unset hold the first evaluation's values: a fresh model's zeros would hide a missed
+// write); bad values are errors.
+static void expect_switch_bit_identical(const Reference& r, const char* var) {
   for (const char* bad : {"2", "x"}) {
-    setenv("BATMOBILE_SCALAR_NODE", bad, 1);
+    setenv(var, bad, 1);
     EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
   }
-  unsetenv("BATMOBILE_SCALAR_NODE");
-  // each model evaluates a displaced geometry first, so that the compared evaluation starts from used buffers (the
-  // rows the switch leaves unset hold the first evaluation's values: a fresh model's zeros would hide a missed write)
+  unsetenv(var);
   std::vector<double> moved = r.pos;
   for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 7) - 3);
   auto second = [&](auto tag, bool on) {
     using T = decltype(tag);
-    setenv("BATMOBILE_SCALAR_NODE", on ? "1" : "0", 1);
+    setenv(var, on ? "1" : "0", 1);
     Model<T, Exec> m(load(), EdgeBackend::Fused);
-    unsetenv("BATMOBILE_SCALAR_NODE");
+    unsetenv(var);
     evaluate(m, moved, r.species, r.cell, r.pbc);
     return evaluate(m, r.pos, r.species, r.cell, r.pbc);
   };
@@ -690,6 +687,15 @@ TEST(ModelEnv, ScalarNode) {
   same(second(float(), true), second(float(), false));
   same(second(double(), true), second(double(), false));
 }
+
+// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
+// energy) is bit-identical to all degrees (=0). (With the general kernels in the last layer the switch does nothing:
+// they read dE/dm and dE/do of every degree.)
+TEST(ModelEnv, ScalarNode) { expect_switch_bit_identical(read_reference("periodic"), "BATMOBILE_SCALAR_NODE"); }
+
+// Layer 0's q and k from the per-species table, written by the embedding kernel (BATMOBILE_SPECIES_QK=1, the
+// default), are bit-identical to the per-atom projection (=0). (The periodic reference has atoms of every species.)
+TEST(ModelEnv, SpeciesQK) { expect_switch_bit_identical(read_reference("periodic"), "BATMOBILE_SPECIES_QK"); }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
   try {
