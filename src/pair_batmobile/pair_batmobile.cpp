@@ -276,7 +276,7 @@ void PairBatmobile::compute(int eflag, int vflag)
   const auto grow = batmobile_pair::grow_capacity;
   batmobile_pair::reserve_atoms(I, nlocal, nall);
   if (I.results.f.extent(0) < static_cast<size_t>(nall))
-    I.results.f = decltype(I.results.f)("bm_f", batmobile_pair::grow_capacity(nall));
+    I.results.f = decltype(I.results.f)("bm_f", grow(nall));
   for (int n = 0; n < nall; ++n) {
     for (int a = 0; a < 3; ++a) g.x(n, a) = x[n][a];
     g.species(n) = type_species[type[n]];

@@ -123,6 +123,13 @@ run 0
 """.replace("{n}", repr(NKTV2P))
 
 
+def dump_rows(path):
+    """The rows of a one-snapshot LAMMPS custom dump (after its ITEM: ATOMS line), as a float array."""
+    lines = open(path).read().splitlines()
+    start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
+    return np.array([[float(v) for v in l.split()] for l in lines[start:]])
+
+
 def thermo_rows(log):
     rows, header = [], None
     for line in log.splitlines():
@@ -155,9 +162,7 @@ def observe(env, **kw):
     _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + obs, nranks=nranks, kokkos=kokkos,
                           threads=threads, gpu=gpu, kokkos_pk=kokkos_pk, extra_env=extra_env)
     row = thermo_rows(log)[-1]
-    lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
-    start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
-    d = np.array([[float(v) for v in l.split()] for l in lines[start:]])
+    d = dump_rows(os.path.join(tmp, "dump.txt"))
     return {
         "energy": row["PotEng"],
         "sum_pe_atom": row["c_sumpe"],
@@ -319,9 +324,7 @@ def test_hybrid(env):
         f"pair_coeff * * batmobile {os.path.join(env.ref, 'model.pt')} O NULL\npair_coeff * * zero")
     _, log, tmp = run_lmp(env, script + OBSERVE)
     row = thermo_rows(log)[-1]
-    lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
-    start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
-    d = np.array([[float(v) for v in l.split()] for l in lines[start:]])
+    d = dump_rows(os.path.join(tmp, "dump.txt"))
     ref = {}
     for line in open(os.path.join(env.ref, "ref_water_oxygen.txt")):
         s = line.split()
@@ -368,10 +371,7 @@ dump_modify d format float %.17g sort id
 run 0
 """
             _, log, tmp = run_lmp(env, script, kokkos=True, threads=2)
-            lines = open(os.path.join(tmp, "dump.txt")).read().splitlines()
-            start = lines.index(next(l for l in lines if l.startswith("ITEM: ATOMS"))) + 1
-            got[name] = (thermo_rows(log)[-1]["PotEng"],
-                         np.array([[float(v) for v in l.split()[1:]] for l in lines[start:]]))
+            got[name] = (thermo_rows(log)[-1]["PotEng"], dump_rows(os.path.join(tmp, "dump.txt"))[:, 1:])
         (e_sum, f_sum), (e_bm, f_bm), (e_lj, f_lj) = got["sum"], got["batmobile"], got["lj"]
         e_err = abs(e_sum - (e_bm + e_lj)) / abs(e_sum)
         f_err = np.abs(f_sum - (f_bm + f_lj)).max() / np.abs(f_sum).max()
@@ -530,9 +530,7 @@ def test_fd(env):
     for m in variable.finditer(log):
         s = m.group(2).split()
         vals[(m.group(1),) + tuple(s[:-1])] = float(s[-1])
-    flines = open(os.path.join(tmp, "f.txt")).read().splitlines()
-    start = flines.index(next(l for l in flines if l.startswith("ITEM: ATOMS"))) + 1
-    F = {int(l.split()[0]): np.array([float(v) for v in l.split()[1:4]]) for l in flines[start:]}
+    F = {int(r[0]): r[1:4] for r in dump_rows(os.path.join(tmp, "f.txt"))}
     worst, scale = 0.0, 0.0
     for a in atoms:
         for k in range(3):
