@@ -12,6 +12,7 @@
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
 #include "model/fused_layer.hpp"
+#include "model/fused_team_rule.hpp"
 #include "kernels/sh.hpp"
 #include "model/model.hpp"
 #include "model/sender_csr.hpp"
@@ -24,10 +25,6 @@ constexpr int kNodeTeam = 128;  // GPU threads per team in the node kernels
 // Most atoms per node-kernel team: each thread's item applies a weight to all atoms of the block (register arrays
 // of this size), so that weights are read once per block instead of once per atom.
 constexpr int kNodeAtoms = 4;
-// From this many local atoms on, the fused kernels' GPU teams get half the automatic edge split (C = 32: 64
-// threads instead of 128). H200, water, fp32 (2026-11-29): 10,368 atoms 20.6 -> 24.2 steps/s with 64 threads,
-// 648 atoms 210 -> 206 (few atoms fill the GPU only with the wider split).
-constexpr int kManyAtoms = 2048;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
 
@@ -301,6 +298,7 @@ struct Model<T, ExecSpace>::FusedState {
   // steps/s mean (+3.5 %; as BATMOBILE_FORWARD_TEAM=96); the adjoints' too (three runs): 862.8 vs 874.6 -- the two
   // adjoints run side by side and fill each other's last wave.
   int wave_teams = 1;
+  bool few_atoms_team = true;  // fused_team_rule.hpp's kFewAtoms rule (BATMOBILE_FEW_ATOMS_TEAM)
   // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
   // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
   // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
@@ -530,8 +528,11 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     in constant memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0: by
     //     Kokkos;
     //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
-    //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic),
+    //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic, and
+    //     not below kFewAtoms unless BATMOBILE_FEW_ATOMS_TEAM=0),
     //     2: the adjoints' too, 0: none (FusedState::wave_teams);
+    //   BATMOBILE_FEW_ATOMS_TEAM=0|1 1 (default): below model_detail::kFewAtoms local atoms, every fused kernel with
+    //     one edge slot less than the automatic split (fused_team_rule.hpp), 0: the rules above alone;
     //   BATMOBILE_SPECIES_QK=0|1 1 (default): layer 0's q and k from a table per species (read below);
     //   BATMOBILE_GROUP_SENDERS=0|1 1 (default): the sender adjoint over local atoms with their periodic images
     //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
@@ -559,6 +560,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto gs = env_switch("BATMOBILE_GROUP_SENDERS", zero_or_one, "0 or 1")) group_senders_ = *gs == 1;
     if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       fused_->wave_teams = *wt;
+    if (const auto ft = env_switch("BATMOBILE_FEW_ATOMS_TEAM", zero_or_one, "0 or 1")) fused_->few_atoms_team = *ft == 1;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
@@ -670,16 +672,13 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
 }
 
 // Team size of the fused kernels (the forward's where `forward`) for nl local atoms: BATMOBILE_FORWARD_TEAM (forward)
-// or BATMOBILE_INTERACTION_TEAM if set, else automatic (0, or kWaveAwareTeam as FusedState::wave_teams says) below
-// kManyAtoms atoms and half the automatic edge split from there on (GPUs only; host back-ends: one thread per team).
+// or BATMOBILE_INTERACTION_TEAM if set, else model_detail::automatic_fused_team (GPUs only; host back-ends: one
+// thread per team).
 template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
   if (forward && fused_->forward_team_size >= 0) return fused_->forward_team_size;
   if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace>) return fused_->team_size;
-  if (nl < model_detail::kManyAtoms)
-    return fused_->wave_teams == 2 || (forward && fused_->wave_teams == 1) ? kernels::kWaveAwareTeam : 0;
-  const int S = kernels::auto_edge_split(d_.C);
-  return S >= 2 ? d_.C * (S / 2) : 0;
+  return model_detail::automatic_fused_team(nl, d_.C, forward, fused_->wave_teams, fused_->few_atoms_team);
 }
 
 // Calls f(std::integral_constant<int, role>) with the role of layer t (FusedState::role).

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "model/fused_team_rule.hpp"
 #include "model/graph_builder.hpp"
 #include "model/model.hpp"
 #include "model/model_file.hpp"
@@ -621,6 +622,40 @@ TEST(ModelEnv, LaunchSwitches) {
   }
   for (const char* v : {"0", "1", "2"}) expect_env_close<float>(r, "BATMOBILE_WAVE_TEAMS", v, 1e-6, 1e-6);
   expect_env_close<float>(r, "BATMOBILE_FORWARD_TEAM", "96", 1e-6, 1e-6);
+  for (const char* v : {"0", "1"}) expect_env_close<float>(r, "BATMOBILE_FEW_ATOMS_TEAM", v, 1e-6, 1e-6);
+}
+
+// The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; the GPU paths of teams of 96,
+// 128 and 64 run in the kernel tests, and the LAMMPS GPU tests' small boxes run below kFewAtoms atoms).
+TEST(FusedTeamRule, ByAtomCount) {
+  using model_detail::automatic_fused_team;
+  using model_detail::kFewAtoms;
+  using model_detail::kManyAtoms;
+  constexpr int wave = kernels::kWaveAwareTeam;
+  static_assert(kFewAtoms > 648 && kFewAtoms < 1296 && kFewAtoms < kManyAtoms,
+                "kFewAtoms outside the measured bracket (fused_team_rule.hpp)");
+  for (bool fwd : {true, false}) {
+    // below kFewAtoms: one edge slot less than 128 / C, forward and adjoints alike, whatever wave_teams says
+    for (int wt : {0, 1, 2}) {
+      EXPECT_EQ(automatic_fused_team(648, 32, fwd, wt, true), 96);
+      EXPECT_EQ(automatic_fused_team(kFewAtoms - 1, 32, fwd, wt, true), 96);
+      EXPECT_EQ(automatic_fused_team(1, 16, fwd, wt, true), 112);
+      EXPECT_EQ(automatic_fused_team(648, 64, fwd, wt, true), 64);
+    }
+    // C = 128 has one edge slot: nothing to lower, the wave rules decide
+    EXPECT_EQ(automatic_fused_team(648, 128, fwd, 1, true), fwd ? wave : 0);
+    // from kFewAtoms (or with the rule off) to kManyAtoms: the forward wave-aware (wave_teams 1), both with 2
+    for (int n : {648, kFewAtoms, 1296, kManyAtoms - 1}) {
+      const bool few = n >= kFewAtoms;
+      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 1, few), fwd ? wave : 0) << n;
+      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 2, few), wave) << n;
+      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 0, few), 0) << n;
+    }
+    // many atoms: half the automatic split (64 threads at C = 32), C = 128: automatic
+    EXPECT_EQ(automatic_fused_team(kManyAtoms, 32, fwd, 1, true), 64);
+    EXPECT_EQ(automatic_fused_team(10368, 32, fwd, 2, false), 64);
+    EXPECT_EQ(automatic_fused_team(10368, 128, fwd, 1, true), 0);
+  }
 }
 
 // The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1, the default) gives the
