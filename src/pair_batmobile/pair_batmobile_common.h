@@ -40,6 +40,15 @@ bool reserve_atoms(ImplT &I, int nlocal, int nall)
   return true;
 }
 
+// f(model, exchange) with the model (a pointer, null before it is built) and the ghost-exchange set of the chosen
+// precision; returns what f returns. ImplT as run_model's.
+template <class ImplT, class F>
+auto with_model(ImplT &I, bool single_precision, F &&f) -> decltype(f(I.model_d.get(), I.exchange_d))
+{
+  if (single_precision) return f(I.model_f.get(), I.exchange_f);
+  return f(I.model_d.get(), I.exchange_d);
+}
+
 // Sizes the per-atom outputs for this step (allocated views tell the model to fill them, empty ones to skip
 // them), then runs the model in the chosen precision. Model errors become a LAMMPS error on this rank:
 // "pair_style <style_name>: <what>". ImplT is the style's implementation struct (model_d/model_f,
@@ -65,10 +74,7 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
     res.vatom = decltype(res.vatom)();
   }
   try {
-    if (single_precision)
-      I.model_f->compute(I.graph, I.exchange_f.get(), res);
-    else
-      I.model_d->compute(I.graph, I.exchange_d.get(), res);
+    with_model(I, single_precision, [&](auto *model, auto &exchange) { model->compute(I.graph, exchange.get(), res); });
   } catch (const std::exception &e) {
     error->one(FLERR, "pair_style {}: {}", style_name, e.what());
   }

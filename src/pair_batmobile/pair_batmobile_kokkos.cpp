@@ -211,8 +211,8 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
 template <class DeviceType>
 bool PairBatmobileKokkos<DeviceType>::newton_off_ok() const
 {
-  const bool groups = single_precision ? kk->model_f && kk->model_f->groups_senders()
-                                       : kk->model_d && kk->model_d->groups_senders();
+  const bool groups = batmobile_pair::with_model(
+      *kk, single_precision, [](auto *model, auto &) { return model && model->groups_senders(); });
   return groups && comm->nprocs == 1 && !ghost_comm_lammps && atom->tag_enable;
 }
 
@@ -405,7 +405,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   // their atoms (they did unless this step had no image exchange, which init_style has ruled out: checked anyway)
   const bool newton = force->newton_pair != 0;
   if (!newton && nall > nlocal &&
-      !(single_precision ? I.model_f->senders_grouped_last() : I.model_d->senders_grouped_last()))
+      !batmobile_pair::with_model(I, single_precision,
+                                  [](auto *model, auto &) { return model->senders_grouped_last(); }))
     error->one(FLERR, "pair_style batmobile/kk: newton off, but this step's ghost forces were not folded by the model");
   const int n_out = newton ? nall : nlocal;  // per-atom virial rows to add (ghost rows are zero with newton off)
   if (eflag_global) eng_vdwl += res.energy;
