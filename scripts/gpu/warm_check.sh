@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Second device call on a machine still warm from scripts/gpu/md_ab.sh (which built LAMMPS + KOKKOS(CUDA) into
+# BATMOBILE_CACHE; repo root, .carry/ carried): configures and builds the CUDA test tree against that LAMMPS build
+# (~400 s on 16 cores), runs the whole CTest on the GPU (~115 s: kernel tests, model tests, LAMMPS-level tests), then
+# the MD throughput benchmark (bench/md/run_md_bench.sh, BATMOBILE_MD_CASES as there) with the time left before
+# BATMOBILE_WARM_DEADLINE_S (default 585 s after the start). Session 19 ran these steps as one inline command.
+# Logs and OUTDIR/md go to OUTDIR, packed into OUTDIR.tgz. Exit status: CTest's.
+#   scripts/gpu/warm_check.sh OUTDIR
+set -uo pipefail
+OUT=$(mkdir -p "${1:?usage: warm_check.sh OUTDIR}" && cd "$1" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
+T0=$(date +%s); DEADLINE=${BATMOBILE_WARM_DEADLINE_S:-585}
+say() { echo "[warm_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/warm_check.out"; }
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
+LMP=$(ls "$BATMOBILE_CACHE"/build/lammps-*-cuda-*/lammps/lmp 2>/dev/null | head -n1)
+[ -x "$LMP" ] || { say "no CUDA LAMMPS build in $BATMOBILE_CACHE (run scripts/gpu/md_ab.sh first on this machine)"; exit 2; }
+LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
+source scripts/gpu/cuda_tree.sh
+TB=${BATMOBILE_WARM_TEST_BUILD:-/tmp/batmobile-test-cuda}
+configure_cuda_tree . "$TB" -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+  -DBATMOBILE_LAMMPS_BUILD="$(dirname "$(dirname "$LMP")")" > "$OUT/configure_tests.log" 2>&1 ||
+  say "test tree: configure failed (configure_tests.log)"
+cmake --build "$TB" -j "$(nproc)" > "$OUT/build_tests.log" 2>&1 || say "test tree: build failed (build_tests.log)"
+say "test tree built"
+CT=$(( DEADLINE - ($(date +%s) - T0) - 60 )); [ "$CT" -ge 30 ] || CT=30
+timeout "$CT" ctest --test-dir "$TB" -j 4 --timeout 300 > "$OUT/ctest_all.log" 2>&1
+rc=$?
+say "ctest exit $rc: $(grep -E "tests passed|tests failed" "$OUT/ctest_all.log" | tail -n1)"
+LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
+if [ "$LEFT" -gt 45 ]; then
+  say "MD benchmark (at most ${LEFT}s)"
+  BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$LEFT" \
+    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
+  cat "$OUT/md/md_raw.txt" 2>/dev/null
+else
+  say "no time left for the MD benchmark"
+fi
+tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"
+exit "$rc"
