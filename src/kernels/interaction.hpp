@@ -189,6 +189,11 @@ struct LayerParams {
 // 660 with S = 3); elsewhere (host back-ends, no SM count) as 0 = automatic. (A launch argument like the team size,
 // not a LayerParams field: the kernels capture LayerParams, and this is host-side launch policy.)
 constexpr int kWaveAwareTeam = -1;
+// Team size argument: the automatic launch with one edge slot less (S - 1 where the automatic split S > 1; else as
+// automatic), its radial chunk then as for that explicit team size. The model's MD launches below
+// model_detail::kFewAtoms atoms (src/model/fused_team_rule.hpp): at C = 32 teams of 96 instead of 128. Unlike an
+// explicit C * 3 it never asks for more scratch than the automatic launch has (which may have lowered S to fit).
+constexpr int kOneSlotLessTeam = -2;
 
 // The rows of radial.W2 (2 P C, H; model-file shape) that a layer of role `role` uses (those of its paths,
 // LayerPaths), weights then values, in the same (path, channel) order.
@@ -1374,8 +1379,9 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
 // automatic (host back-ends: 1, channels looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered
 // until the scratch fits scratch_size_max(0) and the team fits team_size_max; with prm.radial_mode = 1 the largest
 // S for which a mode-1 chunk of >= S edges fits, else mode 0); kWaveAwareTeam: automatic, S then lowered by
-// wave_aware_split for n teams (CUDA); 1 or C * S: explicit (tests run the GPU paths on OpenMP with it; mode 1 then
-// takes the largest chunk that fits, the host back-ends not limiting it).
+// wave_aware_split for n teams (CUDA); kOneSlotLessTeam: automatic, then S - 1 as if explicit; 1 or C * S: explicit
+// (tests run the GPU paths on OpenMP with it; mode 1 then takes the largest chunk that fits, the host back-ends not
+// limiting it).
 template <class Tag, class Kern>
 inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, bool adjoint,
                                                                      int team_size = 0) {
@@ -1395,13 +1401,17 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
-  const bool wave_aware = team_size == kWaveAwareTeam;
-  if (wave_aware) team_size = 0;
+  const bool wave_aware = team_size == kWaveAwareTeam, one_slot_less = team_size == kOneSlotLessTeam;
+  if (wave_aware || one_slot_less) team_size = 0;
   if (team_size == 0 && !host) {
     const int tmax = Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag());
     const auto sg = Kern::gpu_launch(C, H, dk, adjoint, gemm, want, tmax, limit);
     team_size = C * sg.first;
     kern.gch = sg.second;
+    if (one_slot_less && sg.first > 1) {  // (as the explicit team size C (S - 1) below)
+      team_size = C * (sg.first - 1);
+      kern.gch = gemm ? Kern::radial_chunk_for(C, H, dk, adjoint, sg.first - 1, limit, want) : 0;
+    }
     const int sms = multiprocessor_count<typename Kern::exec>();
     if (wave_aware && sg.first > 1 && sms > 0) {
       // candidates keep whole warps (tensor_core_ok) and the radial path gpu_launch chose (a chunk >= S edges)

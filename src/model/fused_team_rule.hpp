@@ -11,22 +11,24 @@ namespace batmobile::model_detail {
 constexpr int kManyAtoms = 2048;
 
 // Below this many local atoms, all fused kernels (forward and both adjoints) take one edge slot less than the
-// automatic split (C = 32: teams of 96 instead of 128; the adjoints' occupancy model in wave_aware_split keeps 128
-// there, the two adjoints running side by side). H200, water, fp32, one tree (3d019f0), alternating runs in three
-// calls (bench/results/raw/md_h200_session19_ab.json): 648 atoms 1015.7 vs 993.3 steps/s mean (24 and 27 runs);
+// automatic split (kernels::kOneSlotLessTeam; C = 32: teams of 96 instead of 128, as BATMOBILE_INTERACTION_TEAM=96;
+// the adjoints' occupancy model in wave_aware_split keeps 128 there, the two adjoints running side by side). H200,
+// water, fp32, one tree (3d019f0), alternating runs in three calls (bench/results/raw/md_h200_session19_ab.json)
+// with BATMOBILE_INTERACTION_TEAM=96 standing for the rule: 648 atoms 1015.7 vs 993.3 steps/s mean (24 and 27 runs);
 // but 1,296 atoms 630.0 vs 656.7 and 10,368 109.1 vs 125.1 (12 each), so the crossover lies between 648 and 1,296
 // (not located). BATMOBILE_FEW_ATOMS_TEAM=0 turns the rule off (A/B runs).
 constexpr int kFewAtoms = 1000;
 
 // Team size for nl local atoms and C channels; `forward`: the forward kernel's. wave_teams as
 // FusedState::wave_teams (0 none, 1 the forward's, 2 also the adjoints'); few_atoms_team: the kFewAtoms rule.
-// Returns an explicit team size C * S, 0 (automatic) or kernels::kWaveAwareTeam.
+// Returns an explicit team size C * S, 0 (automatic), kernels::kWaveAwareTeam or kernels::kOneSlotLessTeam (the
+// automatic split less one slot, as the kernels choose it: never more scratch than the automatic launch).
 inline int automatic_fused_team(int nl, int C, bool forward, int wave_teams, bool few_atoms_team) {
-  const int S = kernels::auto_edge_split(C);
   if (nl < kManyAtoms) {
-    if (few_atoms_team && nl < kFewAtoms && S >= 2) return C * (S - 1);
+    if (few_atoms_team && nl < kFewAtoms) return kernels::kOneSlotLessTeam;
     return wave_teams == 2 || (forward && wave_teams == 1) ? kernels::kWaveAwareTeam : 0;
   }
+  const int S = kernels::auto_edge_split(C);
   return S >= 2 ? C * (S / 2) : 0;
 }
 

@@ -290,6 +290,37 @@ TEST(Interaction, WaveAwareSplit) {
   EXPECT_EQ(wave_aware_split(648, 4, [](int) { return 0; }), 4);
 }
 
+// kOneSlotLessTeam, the model's MD launch below model_detail::kFewAtoms atoms: on GPUs the automatic launch with one
+// edge slot less (here C = 8: 120 threads instead of 128), its radial and basis chunks, tensor-core use and scratch
+// those of that explicit team size, in radial modes 0-2, forward and adjoint; on host back-ends the automatic launch.
+TEST(Interaction, OneSlotLessTeam) {
+  constexpr int L = 2;
+  std::mt19937 rng(83);
+  const Model M = make_model(L, rng, 3, 16);
+  auto prm = make_layer_params<float, Dev, L>(M.C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  const bool host = runs_on_host<Dev::execution_space>;
+  for (int mode : {0, 1, 2}) {
+    SCOPED_TRACE("radial mode " + std::to_string(mode));
+    prm.radial_mode = mode;
+    const auto automatic = interaction_launch<float, Dev, L, true>(prm, 0);
+    const auto less = interaction_launch<float, Dev, L, true>(prm, kOneSlotLessTeam);
+    for (const auto& [a, b] :
+         {std::pair{automatic.team_fwd, less.team_fwd}, std::pair{automatic.team_adj, less.team_adj}})
+      EXPECT_EQ(b, host || a == M.C ? a : a - M.C);
+    const auto fwd = interaction_launch<float, Dev, L, true>(prm, less.team_fwd);
+    const auto adj = interaction_launch<float, Dev, L, true>(prm, less.team_adj);
+    EXPECT_EQ(less.chunk_fwd, fwd.chunk_fwd);
+    EXPECT_EQ(less.basis_fwd, fwd.basis_fwd);
+    EXPECT_EQ(less.tc_fwd, fwd.tc_fwd);
+    EXPECT_EQ(less.bytes_fwd, fwd.bytes_fwd);
+    EXPECT_EQ(less.chunk_adj, adj.chunk_adj);
+    EXPECT_EQ(less.basis_adj, adj.basis_adj);
+    EXPECT_EQ(less.tc_adj, adj.tc_adj);
+    EXPECT_EQ(less.bytes_adj, adj.bytes_adj);
+  }
+}
+
 // The occupancy arithmetic of the basis-chunk guard on the H200's limits, for the water model's capped adjoints
 // (168 registers) and forward (129), and the chunk search it drives.
 TEST(Interaction, BasisChunkOccupancy) {

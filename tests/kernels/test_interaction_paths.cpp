@@ -59,8 +59,8 @@ TEST(Interaction, EdgeSplitPath) {
   ASSERT_GT(n0, Kern::CH);
   ASSERT_GE(in0, 2);
   const Expected E = expected(M, S, rng);
-  // (3 C: a split that is no power of 2; kWaveAwareTeam: automatic on host back-ends)
-  for (int ts : {1, C, 2 * C, 3 * C, 4 * C, kWaveAwareTeam}) check_against<L>(M, S, E, ts);
+  // (3 C: a split that is no power of 2; kWaveAwareTeam, kOneSlotLessTeam: automatic on host back-ends)
+  for (int ts : {1, C, 2 * C, 3 * C, 4 * C, kWaveAwareTeam, kOneSlotLessTeam}) check_against<L>(M, S, E, ts);
   compare_runs<double, L>(M, S, E, C, 4 * C, 1e-12);
   compare_runs<float, L>(M, S, E, C, 4 * C, 2e-5);
   // the forward with a team size of its own (the adjoint reads only the per-receiver softmax state M, Z it saved)

@@ -625,25 +625,22 @@ TEST(ModelEnv, LaunchSwitches) {
   for (const char* v : {"0", "1"}) expect_env_close<float>(r, "BATMOBILE_FEW_ATOMS_TEAM", v, 1e-6, 1e-6);
 }
 
-// The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; the GPU paths of teams of 96,
-// 128 and 64 run in the kernel tests, and the LAMMPS GPU tests' small boxes run below kFewAtoms atoms).
+// The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; what the kernels make of
+// kOneSlotLessTeam is Interaction.OneSlotLessTeam's, and the LAMMPS GPU tests' small boxes run below kFewAtoms atoms).
 TEST(FusedTeamRule, ByAtomCount) {
   using model_detail::automatic_fused_team;
   using model_detail::kFewAtoms;
   using model_detail::kManyAtoms;
-  constexpr int wave = kernels::kWaveAwareTeam;
+  constexpr int wave = kernels::kWaveAwareTeam, less = kernels::kOneSlotLessTeam;
   static_assert(kFewAtoms > 648 && kFewAtoms < 1296 && kFewAtoms < kManyAtoms,
                 "kFewAtoms outside the measured bracket (fused_team_rule.hpp)");
   for (bool fwd : {true, false}) {
-    // below kFewAtoms: one edge slot less than 128 / C, forward and adjoints alike, whatever wave_teams says
-    for (int wt : {0, 1, 2}) {
-      EXPECT_EQ(automatic_fused_team(648, 32, fwd, wt, true), 96);
-      EXPECT_EQ(automatic_fused_team(kFewAtoms - 1, 32, fwd, wt, true), 96);
-      EXPECT_EQ(automatic_fused_team(1, 16, fwd, wt, true), 112);
-      EXPECT_EQ(automatic_fused_team(648, 64, fwd, wt, true), 64);
-    }
-    // C = 128 has one edge slot: nothing to lower, the wave rules decide
-    EXPECT_EQ(automatic_fused_team(648, 128, fwd, 1, true), fwd ? wave : 0);
+    // below kFewAtoms: one edge slot less, forward and adjoints alike, whatever wave_teams says
+    for (int wt : {0, 1, 2})
+      for (int C : {16, 32, 128}) {
+        EXPECT_EQ(automatic_fused_team(648, C, fwd, wt, true), less);
+        EXPECT_EQ(automatic_fused_team(kFewAtoms - 1, C, fwd, wt, true), less);
+      }
     // from kFewAtoms (or with the rule off) to kManyAtoms: the forward wave-aware (wave_teams 1), both with 2
     for (int n : {648, kFewAtoms, 1296, kManyAtoms - 1}) {
       const bool few = n >= kFewAtoms;
