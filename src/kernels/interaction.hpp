@@ -1545,13 +1545,14 @@ void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
 
 // ROLE: the layer role's kernels (InteractionKernel; prm from make_layer_params with the same role), here and in
 // interaction_forward / interaction_backward.
+// n: atoms (teams), which kWaveAwareTeam's split depends on.
 template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
-InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
+InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0, int n = 1) {
   using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
   Kern kern;
   kern.prm = prm;
   InteractionLaunch r;
-  with_atom_policy<Kern::template ForwardT>(kern, 1, false, team_size, [&](const auto& pol) {
+  with_atom_policy<Kern::template ForwardT>(kern, n, false, team_size, [&](const auto& pol) {
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
     r.basis_fwd = kern.gsc;
@@ -1564,7 +1565,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
-    with_atom_policy<Adj::template RecvAdjT>(adj, 1, true, team_size, [&](const auto& pol) {
+    with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_size, [&](const auto& pol) {
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
       r.basis_adj = adj.gsc;

@@ -21,6 +21,8 @@ struct FusedLayer {
   static void backward(const kernels::Graph<T, D>& g, const kernels::LayerParams<T, D>& prm, const CV3& h,
                        const V3& o, const CV3& gm, const CV3& go, const V3& gh, const D2& f, const D2& vatom,
                        kernels::InteractionWork<T, D>& work, int team_size);
+  // what forward (team_fwd) and backward (team_adj) launch for n atoms (kernels::interaction_launch)
+  static kernels::InteractionLaunch launch(const kernels::LayerParams<T, D>& prm, int team_fwd, int team_adj, int n);
 };
 
 #ifdef BATMOBILE_FUSED_LAYER_DEFINITIONS
@@ -36,6 +38,21 @@ void FusedLayer<T, D, L, ROLE>::backward(const kernels::Graph<T, D>& g, const ke
                                         const D2& f, const D2& vatom, kernels::InteractionWork<T, D>& work,
                                         int team_size) {
   kernels::interaction_backward<T, D, L, true, ROLE>(g, prm, h, o, gm, go, gh, f, vatom, work, team_size);
+}
+
+template <class T, class D, int L, int ROLE>
+kernels::InteractionLaunch FusedLayer<T, D, L, ROLE>::launch(const kernels::LayerParams<T, D>& prm, int team_fwd,
+                                                             int team_adj, int n) {
+  auto r = kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_fwd, n);
+  const auto a = kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_adj, n);
+  r.team_adj = a.team_adj;
+  r.chunk_adj = a.chunk_adj;
+  r.basis_adj = a.basis_adj;
+  r.tc_adj = a.tc_adj;
+  r.capped_adj = a.capped_adj;
+  r.table_adj = a.table_adj;
+  r.bytes_adj = a.bytes_adj;
+  return r;
 }
 
 // Every (T, execution space) the model is instantiated for (model_*.cpp), the three roles the model runs (a model of

@@ -134,6 +134,9 @@ class Model {
   // compute() did so (it had ghosts and such an exchange).
   bool groups_senders() const { return backend_ == EdgeBackend::Fused && group_senders_; }
   bool senders_grouped_last() const { return n_send_ >= 0; }
+  // One line on how the edge kernels launch for nl local atoms: per layer, the fused forward's and adjoints' threads
+  // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run).
+  std::string launch_summary(int nl) const;
 
  private:
   void ensure_capacity(int n_local, int n_all, int n_edges);

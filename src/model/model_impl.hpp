@@ -681,6 +681,36 @@ int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
   return model_detail::automatic_fused_team(nl, d_.C, forward, fused_->wave_teams, fused_->few_atoms_team);
 }
 
+template <class T, class ExecSpace>
+std::string Model<T, ExecSpace>::launch_summary(int nl) const {
+  if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)";
+  auto one = [](int team, int chunk, int basis, bool tc, bool capped) {
+    std::string d = std::to_string(team) + (team == 1 ? " thread" : " threads");
+    d += chunk > 0 ? " (radial chunk " + std::to_string(chunk) + ", basis chunk " + std::to_string(basis) +
+                         (tc ? ", tensor cores" : "") + ")"
+                   : " (radial mode 0)";
+    return capped ? d + " capped" : d;
+  };
+  std::string s = "fused kernels for " + std::to_string(nl) + " local atoms, per atom:";
+  for (int t = 0; t < d_.T_layers; ++t)
+    with_layer_role(t, [&](auto role) {
+      auto report = [&](auto Lc) {
+        const auto r = model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(role)::value>::launch(
+            fused_->params[t], fused_team_size(nl, true), fused_team_size(nl), std::max(nl, 1));
+        s += " layer " + std::to_string(t) + " forward " + one(r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd,
+                                                                  r.capped_fwd) +
+             ", adjoints " + one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) +
+             (t + 1 < d_.T_layers ? ";" : "");
+      };
+      switch (d_.L) {
+        case 1: report(std::integral_constant<int, 1>()); break;
+        case 2: report(std::integral_constant<int, 2>()); break;
+        default: report(std::integral_constant<int, 3>()); break;
+      }
+    });
+  return s;
+}
+
 // Calls f(std::integral_constant<int, role>) with the role of layer t (FusedState::role).
 template <class T, class ExecSpace>
 template <class Fn>

@@ -212,6 +212,7 @@ void PairBatmobile::coeff(int narg, char **arg)
 void PairBatmobile::init_style()
 {
   check_settings();
+  launch_logged = false;
   int irequest = neighbor->request(this, instance_me);
   neighbor->requests[irequest]->half = 0;
   neighbor->requests[irequest]->full = 1;
@@ -337,6 +338,7 @@ void PairBatmobile::compute(int eflag, int vflag)
 
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
                             error, "batmobile");
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile");
   auto &res = I.results;
 
   for (int n = 0; n < nall; ++n)

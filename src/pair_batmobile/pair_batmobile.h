@@ -60,6 +60,7 @@ class PairBatmobile : public Pair {
   std::vector<int> type_species;  // per LAMMPS type (1-based): model species or -1 (NULL)
   double r_c = 0.0, min_distance = 0.0;
   int feature_width = 0;
+  bool launch_logged = false;  // the kernels' launch line of this run is in the log (init_style re-arms it)
 
   struct Impl;
   std::unique_ptr<Impl> impl;

@@ -8,8 +8,11 @@
 #include <cstddef>
 #include <exception>
 
+#include "comm.h"
 #include "error.h"
+#include "lammps.h"
 #include "model/model.hpp"
+#include "utils.h"
 
 namespace LAMMPS_NS {
 namespace batmobile_pair {
@@ -78,6 +81,19 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
   } catch (const std::exception &e) {
     error->one(FLERR, "pair_style {}: {}", style_name, e.what());
   }
+}
+
+// Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) how the model's edge kernels launch:
+// Model::launch_summary.
+template <class ImplT>
+void log_launch_once(ImplT &I, bool single_precision, int nlocal, LAMMPS *lmp, bool &logged, const char *style_name)
+{
+  if (logged) return;
+  logged = true;
+  if (lmp->comm->me != 0) return;
+  const std::string line =
+      with_model(I, single_precision, [&](auto *model, auto &) { return model->launch_summary(nlocal); });
+  utils::logmesg(lmp, std::string("pair_style ") + style_name + ": " + line + "\n");
 }
 
 }    // namespace batmobile_pair

@@ -241,6 +241,7 @@ template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::init_style()
 {
   check_settings();
+  launch_logged = false;
   int irequest = neighbor->request(this, instance_me);
   neighbor->requests[irequest]->kokkos_host =
       std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
@@ -393,6 +394,7 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   I.results.add_forces = true;
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
                             error, "batmobile/kk");
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile/kk");
   // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
   if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))
     check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);

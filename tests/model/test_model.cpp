@@ -655,6 +655,30 @@ TEST(FusedTeamRule, ByAtomCount) {
   }
 }
 
+// The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom; on GPUs the
+// few-atoms rule changes the launch below kFewAtoms local atoms and nothing from there on.
+TEST(ModelEnv, LaunchSummary) {
+  const Model<float, Exec> fused(load(), EdgeBackend::Fused);
+  const int T = fused.hyper().T;
+  ASSERT_GE(T, 2);
+  const std::string few = fused.launch_summary(648), many = fused.launch_summary(1296);
+  EXPECT_NE(few.find("fused kernels for 648 local atoms"), std::string::npos) << few;
+  for (int t = 0; t < T; ++t) EXPECT_NE(few.find("layer " + std::to_string(t) + " forward "), std::string::npos) << few;
+  EXPECT_EQ(few.find("layer " + std::to_string(T) + " "), std::string::npos) << few;
+  const Model<float, Exec> reference(load(), EdgeBackend::Reference);
+  EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays)");
+  setenv("BATMOBILE_FEW_ATOMS_TEAM", "0", 1);
+  const Model<float, Exec> off(load(), EdgeBackend::Fused);
+  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
+  EXPECT_EQ(off.launch_summary(1296), many);
+  if (kernels::runs_on_host<Exec>) {
+    EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
+    EXPECT_EQ(off.launch_summary(648), few);
+  } else {
+    EXPECT_NE(off.launch_summary(648), few) << few;
+  }
+}
+
 // The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1, the default) gives the
 // results of one team per atom incl. ghosts (=0) to rounding (the images' terms are summed in another order), in both
 // precisions; bad values are errors. (The CTest variant model_tests_ungrouped_senders runs every model test with 0.)

@@ -308,12 +308,31 @@ def test_reference(env, variant):
     got = observe(env, **kw)
     want = read_ref(env)
     ok = compare(variant, got, want, tol)
+    ok &= check_launch_line(got["log"], "batmobile/kk" if kw.get("kokkos") or kw.get("gpu") else "batmobile",
+                            kw.get("kernels") == "reference", kw.get("gpu", False))
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
     if not ok:
         fail(f"reference comparison ({variant})")
     print("PASS")
+
+
+def check_launch_line(log, style, reference, gpu):
+    """The style logs how its edge kernels launch once per run (Model::launch_summary): one line for this run 0,
+    fused kernels per layer unless the reference ones were asked for; more than one thread per atom only on a GPU."""
+    lines = [ln for ln in log.splitlines() if ln.startswith(f"pair_style {style}: ")]
+    if len(lines) != 1:
+        print(f"  expected one launch line of pair_style {style}, got {len(lines)}")
+        return False
+    line = lines[0]
+    if reference:
+        ok = line.endswith("reference edge kernels (per-edge arrays)")
+    else:
+        ok = re.search(r"fused kernels for \d+ local atoms, per atom: layer 0 forward \d+ thread", line) is not None
+        ok &= (" 1 thread " in line) != gpu
+    print(f"  launch line {'ok' if ok else 'WRONG'}: {line}")
+    return ok
 
 
 def test_hybrid(env):
