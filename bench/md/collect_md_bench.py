@@ -4,6 +4,7 @@
 usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N]
 RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per run, from run_md_bench.sh; the
 consecutive runs of a repeated case form one case: steps_per_second is their mean, steps_per_second_runs each run's).
+md_launch.txt beside RAW, where present, gives each case's "launch": how the pair style's edge kernels launched.
 The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
 replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
 """
@@ -33,6 +34,17 @@ def group_runs(lines):
         else:
             groups.append([run])
     return groups
+
+
+def read_launches(lines):
+    """run_md_bench.sh's md_launch.txt ("atoms precision LINE": the style's launch line of each run) as
+    {(atoms, precision): LINE}, the first run's line of each case (repeats launch alike); empty lines skipped."""
+    out = {}
+    for line in lines:
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3:
+            out.setdefault((int(parts[0]), parts[1]), parts[2])
+    return out
 
 
 def summarize(group):
@@ -140,8 +152,12 @@ def main():
     except Exception:
         pass
     cases, max_ok = [], 0
+    launch_file = os.path.join(os.path.dirname(os.path.abspath(a.raw)), "md_launch.txt")
+    launches = read_launches(open(launch_file).read().splitlines()) if os.path.isfile(launch_file) else {}
     for group in group_runs(open(a.raw).read().splitlines()):
         case = summarize(group)
+        if (case["atoms"], case["precision"]) in launches:
+            case["launch"] = launches[(case["atoms"], case["precision"])]
         n, prec, rc, sps = case["atoms"], case["precision"], case["exit_code"], case["steps_per_second"]
         if rc == 0 and sps:
             max_ok = max(max_ok, n)

@@ -38,6 +38,7 @@ if [ "$RANKS" -gt 1 ]; then
 fi
 smi() { nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits "$@" 2>/dev/null; }
 results=()
+rm -f "$OUT/md_launch.txt"
 run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP [RUN]: one LAMMPS run; appends to results, returns its rc
   local n=$1 rx=$2 ry=$3 rz=$4 ns=$5 prec=$6 nwarm=$7
   local tag=${n}_${prec}${8:+_r$8} base mon rc peak sps ran
@@ -60,6 +61,9 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP [RUN]: one LAMMPS
     echo "[md-bench] WARNING: case labelled $n atoms ran $ran atoms; reporting $ran"; n=$ran
   fi
   results+=("$n $rc ${sps:-nan} ${peak:-0} ${base:-0} $prec")
+  # how the edge kernels launched in the timed run (the style's last launch line: Model::launch_summary)
+  echo "$n $prec $(grep -E "^pair_style batmobile(/kk)?: " "$log" 2>/dev/null | tail -n1 | sed 's/^pair_style [^:]*: //')" \
+    >> "$OUT/md_launch.txt"
   echo "[md-bench] $n atoms $prec: rc=$rc ${sps:-?} steps/s, peak ${peak:-?} MiB"
   [ $rc -eq 0 ] || tail -n 5 "$log" 2>/dev/null
   return $rc

@@ -31,3 +31,12 @@ def test_summarize_reports_the_mean_and_fails_with_any_run():
     assert failed["exit_code"] == 124 and failed["steps_per_second"] is None
     one = collect.summarize(collect.group_runs(["97200 0 14.6 3485 0 single"])[0])
     assert one["steps_per_second"] == 14.6 and "steps_per_second_runs" not in one
+
+
+def test_read_launches_keeps_each_cases_first_line():
+    lines = ["648 single fused kernels for 648 local atoms, per atom: layer 0 forward 96 threads",
+             "648 single fused kernels for 648 local atoms, per atom: layer 0 forward 128 threads", "",
+             "648 double reference edge kernels (per-edge arrays)", "10368 single"]
+    got = collect.read_launches(lines)
+    assert got == {(648, "single"): "fused kernels for 648 local atoms, per atom: layer 0 forward 96 threads",
+                   (648, "double"): "reference edge kernels (per-edge arrays)"}
