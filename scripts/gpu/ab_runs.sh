@@ -1,4 +1,5 @@
-# Sourced by md_ab.sh and check_and_bench.sh: same-build MD A/B runs.
+# Sourced by md_ab.sh, check_and_bench.sh and warm_check.sh: same-build MD A/B runs, and the MD benchmark in the
+# time a device call has left.
 #   ab_runs "VAR=V[+VAR=V]:name ..." CASES TIMEOUT DIR
 # runs each setting on CASES (bench/md/run_md_bench.sh's atoms:rx:ry:rz:steps:precision list, no PyTorch reference)
 # in a process of its own with those variables set, into DIR/name (log DIR/name.log), at most TIMEOUT seconds each;
@@ -16,4 +17,19 @@ ab_runs() {
       timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$4/$name" > "$4/$name.log" 2>&1
     say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$4/$name/md_raw.txt" 2>/dev/null)"
   done
+}
+
+# md_bench_with_time_left MIN_S: the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases or
+# BATMOBILE_MD_CASES; 90 s per case unless BATMOBILE_MD_CASE_TIMEOUT) into $OUT/md, limited to the time left before
+# the caller's DEADLINE (seconds after T0), if that is more than MIN_S. Needs LMP, OUT, DEADLINE, T0 and say().
+md_bench_with_time_left() {
+  local left=$(( DEADLINE - ($(date +%s) - T0) ))
+  if [ "$left" -gt "$1" ]; then
+    say "MD benchmark (at most ${left}s)"
+    BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$left" \
+      bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
+    cat "$OUT/md/md_raw.txt" 2>/dev/null
+  else
+    say "no time left for the MD benchmark"
+  fi
 }

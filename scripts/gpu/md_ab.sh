@@ -112,14 +112,6 @@ fi
 source scripts/gpu/ab_runs.sh
 ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
 ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45 "$OUT"
-LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
-if [ "$LEFT" -gt 30 ]; then
-  say "MD benchmark (at most ${LEFT}s)"
-  BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$LEFT" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
-  cat "$OUT/md/md_raw.txt" 2>/dev/null
-else
-  say "no time left for the MD benchmark"
-fi
+md_bench_with_time_left 30
 pack_out
 say "done"

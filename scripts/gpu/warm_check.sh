@@ -27,14 +27,7 @@ CT=$(( DEADLINE - ($(date +%s) - T0) - 60 )); [ "$CT" -ge 30 ] || CT=30
 timeout "$CT" ctest --test-dir "$TB" -j 4 --timeout 300 > "$OUT/ctest_all.log" 2>&1
 rc=$?
 say "ctest exit $rc: $(grep -E "tests passed|tests failed" "$OUT/ctest_all.log" | tail -n1)"
-LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
-if [ "$LEFT" -gt 45 ]; then
-  say "MD benchmark (at most ${LEFT}s)"
-  BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$LEFT" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
-  cat "$OUT/md/md_raw.txt" 2>/dev/null
-else
-  say "no time left for the MD benchmark"
-fi
+source scripts/gpu/ab_runs.sh
+md_bench_with_time_left 45
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"
 exit "$rc"

@@ -1401,17 +1401,20 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
   kern.gch = 0;
-  const bool wave_aware = team_size == kWaveAwareTeam, one_slot_less = team_size == kOneSlotLessTeam;
-  if (wave_aware || one_slot_less) team_size = 0;
+  const bool wave_aware = team_size == kWaveAwareTeam;
+  if (wave_aware) team_size = 0;
+  auto automatic_split = [&] {
+    return Kern::gpu_launch(C, H, dk, adjoint, gemm, want, Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag()),
+                            limit);
+  };
+  if (team_size == kOneSlotLessTeam) {  // then launched as the explicit team size C (S - 1) below
+    const int S = host ? 1 : automatic_split().first;
+    team_size = S > 1 ? C * (S - 1) : 0;
+  }
   if (team_size == 0 && !host) {
-    const int tmax = Pol(1, 1).team_size_max(kern, Kokkos::ParallelForTag());
-    const auto sg = Kern::gpu_launch(C, H, dk, adjoint, gemm, want, tmax, limit);
+    const auto sg = automatic_split();
     team_size = C * sg.first;
     kern.gch = sg.second;
-    if (one_slot_less && sg.first > 1) {  // (as the explicit team size C (S - 1) below)
-      team_size = C * (sg.first - 1);
-      kern.gch = gemm ? Kern::radial_chunk_for(C, H, dk, adjoint, sg.first - 1, limit, want) : 0;
-    }
     const int sms = multiprocessor_count<typename Kern::exec>();
     if (wave_aware && sg.first > 1 && sms > 0) {
       // candidates keep whole warps (tensor_core_ok) and the radial path gpu_launch chose (a chunk >= S edges)
@@ -1545,14 +1548,15 @@ void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
 
 // ROLE: the layer role's kernels (InteractionKernel; prm from make_layer_params with the same role), here and in
 // interaction_forward / interaction_backward.
-// n: atoms (teams), which kWaveAwareTeam's split depends on.
+// The forward launched with team size argument team_fwd, the adjoints with team_adj, for n atoms (teams: the
+// wave-aware split depends on them).
 template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
-InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0, int n = 1) {
+InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_fwd, int team_adj, int n) {
   using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
   Kern kern;
   kern.prm = prm;
   InteractionLaunch r;
-  with_atom_policy<Kern::template ForwardT>(kern, n, false, team_size, [&](const auto& pol) {
+  with_atom_policy<Kern::template ForwardT>(kern, n, false, team_fwd, [&](const auto& pol) {
     r.team_fwd = pol.team_size();
     r.chunk_fwd = kern.gch;
     r.basis_fwd = kern.gsc;
@@ -1565,7 +1569,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
-    with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_size, [&](const auto& pol) {
+    with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, [&](const auto& pol) {
       r.team_adj = pol.team_size();
       r.chunk_adj = adj.gch;
       r.basis_adj = adj.gsc;
@@ -1577,6 +1581,11 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });
   return r;
+}
+// Both with team_size, for one atom.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_size = 0) {
+  return interaction_launch<T, Device, L, ATTN, ROLE>(prm, team_size, team_size, 1);
 }
 
 // The inputs that the forward and the adjoint kernels of a layer share.

@@ -43,16 +43,7 @@ void FusedLayer<T, D, L, ROLE>::backward(const kernels::Graph<T, D>& g, const ke
 template <class T, class D, int L, int ROLE>
 kernels::InteractionLaunch FusedLayer<T, D, L, ROLE>::launch(const kernels::LayerParams<T, D>& prm, int team_fwd,
                                                              int team_adj, int n) {
-  auto r = kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_fwd, n);
-  const auto a = kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_adj, n);
-  r.team_adj = a.team_adj;
-  r.chunk_adj = a.chunk_adj;
-  r.basis_adj = a.basis_adj;
-  r.tc_adj = a.tc_adj;
-  r.capped_adj = a.capped_adj;
-  r.table_adj = a.table_adj;
-  r.bytes_adj = a.bytes_adj;
-  return r;
+  return kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_fwd, team_adj, n);
 }
 
 // Every (T, execution space) the model is instantiated for (model_*.cpp), the three roles the model runs (a model of

@@ -597,4 +597,4 @@ void compare_runs(const Model& M, const System& S, const Expected& E, Launch a, 
 // interaction_launch of the float L = 2 kernels (on CUDA it compiles most of that set): in test_interaction_launch.cpp.
 extern template batmobile::kernels::InteractionLaunch
 batmobile::kernels::interaction_launch<float, bt::Dev, 2, true>(const batmobile::kernels::LayerParams<float, bt::Dev>&,
-                                                                 int, int);
+                                                                 int);

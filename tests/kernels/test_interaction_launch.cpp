@@ -10,7 +10,7 @@ namespace interaction_test {
 INTERACTION_TEST_RUN_KERNELS(float, 2);
 }  // namespace interaction_test
 template batmobile::kernels::InteractionLaunch
-batmobile::kernels::interaction_launch<float, Dev, 2, true>(const LayerParams<float, Dev>&, int, int);
+batmobile::kernels::interaction_launch<float, Dev, 2, true>(const LayerParams<float, Dev>&, int);
 
 // The L = 2, C = 8 case of the launch-variant tests below: model, edge-split system and reference values (finite
 // differences included) from one seed.
