@@ -7,6 +7,7 @@
 # and its md_raw.txt line. Needs LMP; stops early where the caller defines ab_time_ok and it fails.
 ab_runs() {
   local ab name vars
+  wait_gpu_idle 30
   for ab in $1; do
     name=${ab#*:}
     [ "$name" != "$ab" ] || { say "skipping '$ab': no ':name'"; continue; }
@@ -25,6 +26,8 @@ ab_runs() {
 md_bench_with_time_left() {
   local left=$(( DEADLINE - ($(date +%s) - T0) ))
   if [ "$left" -gt "$1" ]; then
+    wait_gpu_idle 30
+    left=$(( DEADLINE - ($(date +%s) - T0) ))
     say "MD benchmark (at most ${left}s)"
     BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$left" \
       bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
@@ -32,4 +35,18 @@ md_bench_with_time_left() {
   else
     say "no time left for the MD benchmark"
   fi
+}
+
+# wait_gpu_idle MAX_S: waits (at most MAX_S seconds) until no process holds GPU 0, so that timings run alone; says
+# what still holds it if the wait runs out. Without nvidia-smi it returns at once. (In session 20 the benchmark's
+# first run started while the tests that warm_check.sh's timeout had just stopped still held 32.7 GB of the GPU.)
+wait_gpu_idle() {
+  command -v nvidia-smi > /dev/null || return 0
+  local t apps
+  for (( t = 0; t <= $1; t++ )); do
+    apps=$(nvidia-smi -i 0 --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
+    [ -z "$apps" ] && return 0
+    [ "$t" -lt "$1" ] && sleep 1
+  done
+  say "GPU 0 still busy after $1 s, timings below are not alone: $(tr '\n' ';' <<<"$apps")"
 }
