@@ -50,3 +50,13 @@ wait_gpu_idle() {
   done
   say "GPU 0 still busy after $1 s, timings below are not alone: $(tr '\n' ';' <<<"$apps")"
 }
+
+# slowest_build_steps BUILD_DIR OUTFILE: the build's wall span and its 20 slowest steps (seconds, target), from
+# BUILD_DIR/.ninja_log (the latest entry per target); tells which translation units hold a device build up. Meant for
+# a build from scratch, as on a fresh device machine: ninja's log keeps older builds' entries (their targets too).
+slowest_build_steps() {
+  [ -f "$1/.ninja_log" ] || { echo "no $1/.ninja_log" > "$2"; return 0; }
+  awk -F'\t' '!/^#/ { t[$4] = ($2 - $1) / 1000; if (min == "" || $1 < min) min = $1; if ($2 > max) max = $2 }
+    END { printf "span %.1f s over %d steps\n", (max - min) / 1000, length(t); for (k in t) printf "%8.1f  %s\n", t[k], k }' \
+    "$1/.ninja_log" | { read -r head; echo "$head"; sort -rn | head -n 20; } > "$2"
+}

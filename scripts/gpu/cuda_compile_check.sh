@@ -7,7 +7,8 @@
 #      Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only, ~2 s once): the CUDA LAMMPS build
 #      compiles its sources so (session 16: std::optional in the pair style failed the H200 build; a C++17 check had
 #      passed it);
-#   3. with --kernels, also the model's CUDA objects (fused_layer_l2, model_device_float: ~3 min each on 2 cores)
+#   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float and _double, model_device_float; ~6 min on
+#      2 cores)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
 #   scripts/gpu/cuda_compile_check.sh [--kernels]
@@ -40,9 +41,9 @@ log "pair style for CUDA (C++14)"
   -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
 log "pair style: ok"
 if [ "${1:-}" = --kernels ]; then
-  objs=(fused_layer_l2 model_device_float)
+  objs=(fused_layer_l2_float fused_layer_l2_double model_device_float)
   for o in "${objs[@]}"; do
-    touch "src/model/$o.cpp"
+    rm -f "$B/src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o"  # (compiled again for ptxas's report)
     NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -no-compress" ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |
       awk '/Compiling entry function/ {name = $(NF - 2)} /bytes spill stores/ {spill = $5 " B spill stores"}
            /Used [0-9]+ registers/ && name ~ /InteractionKernel/ && name ~ /LaunchBounds/ {
@@ -53,5 +54,5 @@ if [ "${1:-}" = --kernels ]; then
              print t, kind, "(L, ATTN, DKM, ROLE: " lr "):", regs, "registers,", spill }' | sort | uniq
   done
   echo "static SASS instructions of the fused kernels that MD launches:"
-  python3 scripts/gpu/cubin_sizes.py "$B/src/model/CMakeFiles/batmobile_model.dir/fused_layer_l2.cpp.o"
+  python3 scripts/gpu/cubin_sizes.py "$B/src/model/CMakeFiles/batmobile_model.dir/fused_layer_l2_float.cpp.o"
 fi

@@ -32,6 +32,8 @@ scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
 source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; pack_out; exit 1; }
 say "LAMMPS built"
+source scripts/gpu/ab_runs.sh
+slowest_build_steps "$LAMMPS_BUILD" "$OUT/build_lammps_slowest.txt"
 if [ -n "${BATMOBILE_MD_SAVE_LIB:-}" ]; then
   # BATMOBILE_MD_SAVE_LIB=DIR: a copy of this build's liblammps (which holds the Batmobile styles) for A/B runs of
   # two builds on one machine: after a change and a rebuild, an A/B entry "LD_LIBRARY_PATH=DIR:name" runs the

@@ -1,9 +1,12 @@
 // One layer's fused kernels (src/kernels/interaction.hpp) for feature degree L and layer role ROLE (kGeneralLayer,
 // kEmbeddingInput for layer 0, kScalarOutput for the last layer; common.hpp). Declared here and compiled in one
-// translation unit per L (fused_layer_l1.cpp .. _l3.cpp), which alone see the definitions: nvcc gives each unit 64 KB
-// of constant memory, of which Kokkos takes 32 KB and our launch two slots of ~1.2 KB (the functor, 1,096 B on the
-// host) per fused float kernel (cuda_launch.hpp): by that count the 27 float kernels of L = 1..3 and three roles would
-// need ~97 KB in one unit, one L's 9 ~54 KB. The units also compile in parallel.
+// translation unit per L and precision (fused_layer_l<L>_<T>.cpp, generated from fused_layer_unit.cpp.in), which alone
+// see the definitions:
+// - nvcc gives each unit 64 KB of constant memory, of which Kokkos takes 32 KB and our launch two slots of ~1.2 KB
+//   (the functor, 1,096 B on the host) per fused float kernel (cuda_launch.hpp): by that count the 27 float kernels of
+//   L = 1..3 and three roles would need ~97 KB in one unit, one L's 9 ~54 KB;
+// - the units compile in parallel: one unit per L took 151-177 s for CUDA sm_90 on 2 cores (session 20) and held up
+//   every build, host builds too (fused_layer_l3 was the slowest object of the CPU test tree).
 #pragma once
 #include "kernels/interaction.hpp"
 
@@ -46,22 +49,18 @@ kernels::InteractionLaunch FusedLayer<T, D, L, ROLE>::launch(const kernels::Laye
   return kernels::interaction_launch<T, D, L, true, ROLE>(prm, team_fwd, team_adj, n);
 }
 
-// Every (T, execution space) the model is instantiated for (model_*.cpp), the three roles the model runs (a model of
-// one layer runs it as kEmbeddingInput: the two bits together are not compiled).
+// For precision T: every execution space the model is instantiated for (model_*.cpp), the three roles the model runs
+// (a model of one layer runs it as kEmbeddingInput: the two bits together are not compiled).
 #define BATMOBILE_FUSED_LAYERS_OF(T, S, L)                                               \
   template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kGeneralLayer>;   \
   template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kEmbeddingInput>; \
   template struct batmobile::model_detail::FusedLayer<T, S, L, batmobile::kernels::kScalarOutput>;
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-#define BATMOBILE_INSTANTIATE_FUSED_LAYERS(L)                                  \
-  BATMOBILE_FUSED_LAYERS_OF(float, Kokkos::DefaultExecutionSpace, L)          \
-  BATMOBILE_FUSED_LAYERS_OF(double, Kokkos::DefaultExecutionSpace, L)         \
-  BATMOBILE_FUSED_LAYERS_OF(float, Kokkos::DefaultHostExecutionSpace, L)      \
-  BATMOBILE_FUSED_LAYERS_OF(double, Kokkos::DefaultHostExecutionSpace, L)
+#define BATMOBILE_INSTANTIATE_FUSED_LAYERS(T, L)                  \
+  BATMOBILE_FUSED_LAYERS_OF(T, Kokkos::DefaultExecutionSpace, L)  \
+  BATMOBILE_FUSED_LAYERS_OF(T, Kokkos::DefaultHostExecutionSpace, L)
 #else
-#define BATMOBILE_INSTANTIATE_FUSED_LAYERS(L)                          \
-  BATMOBILE_FUSED_LAYERS_OF(float, Kokkos::DefaultExecutionSpace, L)  \
-  BATMOBILE_FUSED_LAYERS_OF(double, Kokkos::DefaultExecutionSpace, L)
+#define BATMOBILE_INSTANTIATE_FUSED_LAYERS(T, L) BATMOBILE_FUSED_LAYERS_OF(T, Kokkos::DefaultExecutionSpace, L)
 #endif
 #endif
 
