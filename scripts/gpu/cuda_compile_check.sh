@@ -7,7 +7,7 @@
 #      Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only, ~2 s once): the CUDA LAMMPS build
 #      compiles its sources so (session 16: std::optional in the pair style failed the H200 build; a C++17 check had
 #      passed it);
-#   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float and _double, model_device_float; ~6 min on
+#   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float and _double, model_device_float; ~3 min on
 #      2 cores)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
