@@ -111,7 +111,6 @@ if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
     done
   fi
 fi
-source scripts/gpu/ab_runs.sh
 ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
 ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45 "$OUT"
 md_bench_with_time_left 30

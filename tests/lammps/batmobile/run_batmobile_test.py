@@ -62,12 +62,17 @@ class Env:
         return re.search(rf"\b{re.escape(name)}\b", out) is not None
 
 
+def runs_on_gpu(env, kokkos=False, gpu=False):
+    """Whether a run with these run_lmp arguments is on the GPU: a CUDA build runs every /kk style there."""
+    return bool(gpu or (kokkos and env.vars.get("BACKEND") == "cuda"))
+
+
 def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
     cmd = [env.lmp, "-in", "in.test", "-log", "log.lammps", "-screen", "none" if not expect_fail else "none"]
-    if gpu or (kokkos and env.vars.get("BACKEND") == "cuda"):  # a CUDA build runs every /kk style on the GPU
+    if runs_on_gpu(env, kokkos, gpu):
         cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full", *kokkos_pk]
     elif kokkos:
         cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full",
@@ -309,8 +314,8 @@ def test_reference(env, variant):
     want = read_ref(env)
     ok = compare(variant, got, want, tol)
     kk = kw.get("kokkos") or kw.get("gpu")
-    on_gpu = kw.get("gpu", False) or (bool(kk) and env.vars.get("BACKEND") == "cuda")  # run_lmp's rule
-    ok &= check_launch_line(got["log"], "batmobile/kk" if kk else "batmobile", kw.get("kernels") == "reference", on_gpu)
+    ok &= check_launch_line(got["log"], "batmobile/kk" if kk else "batmobile", kw.get("kernels") == "reference",
+                            runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False)))
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
