@@ -28,6 +28,17 @@ constexpr int kNodeAtoms = 4;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
 
+// Calls f(std::integral_constant<int, L>) with the fused kernels' feature degree L (1, 2 or 3; the model's
+// constructor has checked it), returning what f returns.
+template <class F>
+decltype(auto) with_feature_degree(int L, F&& f) {
+  switch (L) {
+    case 1: return f(std::integral_constant<int, 1>());
+    case 2: return f(std::integral_constant<int, 2>());
+    default: return f(std::integral_constant<int, 3>());
+  }
+}
+
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
 
@@ -510,9 +521,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
                                                          table.value_or(1024));
         return prm;
       };
-      if (L == 1) fused_->params.push_back(make(std::integral_constant<int, 1>()));
-      if (L == 2) fused_->params.push_back(make(std::integral_constant<int, 2>()));
-      if (L == 3) fused_->params.push_back(make(std::integral_constant<int, 3>()));
+      fused_->params.push_back(model_detail::with_feature_degree(L, make));
     }
     // A/B switches of the fused kernels (see LayerParams in src/kernels/interaction.hpp):
     //   BATMOBILE_RADIAL_MODE=0|1|2|3 the radial path (default 2, the team GEMM on tensor cores where they apply,
@@ -664,11 +673,7 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
   auto as3 = [&](FeatureView v, int n) {
     return Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), n, K, C);
   };
-  switch (d_.L) {
-    case 1: fn(std::integral_constant<int, 1>(), g, as3); break;
-    case 2: fn(std::integral_constant<int, 2>(), g, as3); break;
-    default: fn(std::integral_constant<int, 3>(), g, as3); break;
-  }
+  model_detail::with_feature_degree(d_.L, [&](auto Lc) { fn(Lc, g, as3); });
 }
 
 // Team size of the fused kernels (the forward's where `forward`) for nl local atoms: BATMOBILE_FORWARD_TEAM (forward)
@@ -694,19 +699,14 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
   std::string s = "fused kernels for " + std::to_string(nl) + " local atoms, per atom:";
   for (int t = 0; t < d_.T_layers; ++t)
     with_layer_role(t, [&](auto role) {
-      auto report = [&](auto Lc) {
+      model_detail::with_feature_degree(d_.L, [&](auto Lc) {
         const auto r = model_detail::FusedLayer<T, ExecSpace, decltype(Lc)::value, decltype(role)::value>::launch(
             fused_->params[t], fused_team_size(nl, true), fused_team_size(nl), std::max(nl, 1));
         s += " layer " + std::to_string(t) + " forward " + one(r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd,
                                                                   r.capped_fwd) +
              ", adjoints " + one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) +
              (t + 1 < d_.T_layers ? ";" : "");
-      };
-      switch (d_.L) {
-        case 1: report(std::integral_constant<int, 1>()); break;
-        case 2: report(std::integral_constant<int, 2>()); break;
-        default: report(std::integral_constant<int, 3>()); break;
-      }
+      });
     });
   return s;
 }
