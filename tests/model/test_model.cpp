@@ -658,6 +658,8 @@ TEST(FusedTeamRule, ByAtomCount) {
 // The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom; on GPUs the
 // few-atoms rule changes the launch below kFewAtoms local atoms and nothing from there on.
 TEST(ModelEnv, LaunchSummary) {
+  const KeepEnv keep("BATMOBILE_FEW_ATOMS_TEAM");  // (the default first, whatever the caller's environment says)
+  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
   const Model<float, Exec> fused(load(), EdgeBackend::Fused);
   const int T = fused.hyper().T;
   ASSERT_GE(T, 2);
@@ -669,7 +671,6 @@ TEST(ModelEnv, LaunchSummary) {
   EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays)");
   setenv("BATMOBILE_FEW_ATOMS_TEAM", "0", 1);
   const Model<float, Exec> off(load(), EdgeBackend::Fused);
-  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
   EXPECT_EQ(off.launch_summary(1296), many);
   if (kernels::runs_on_host<Exec>) {
     EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
