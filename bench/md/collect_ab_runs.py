@@ -34,6 +34,26 @@ def parse_raw(fields):
     return rows
 
 
+def summarize(records):
+    """Per (call, atoms, precision, settings): the runs' steps/s, their mean and standard error, failed runs. Keys
+    'CALL:ATOMS:PRECISION:SETTINGS' ("defaults" for a dummy X=N), in first-seen order."""
+    summary = {}
+    for r in records:
+        settings = "defaults" if re.fullmatch(r"X=\w+", r["settings"]) else r["settings"]
+        key = f'{r["call"]}:{r["atoms"]}:{r["precision"]}:{settings}'
+        s = summary.setdefault(key, {"settings": settings, "precision": r["precision"], "steps_per_second": [],
+                                     "failed_runs": 0})
+        if r["rc"] != 0 or r["steps_per_second"] is None:
+            s["failed_runs"] += 1
+        else:
+            s["steps_per_second"].append(r["steps_per_second"])
+    for s in summary.values():
+        v = s["steps_per_second"]
+        s["mean"] = round(statistics.mean(v), 1) if v else None
+        s["standard_error"] = round(statistics.stdev(v) / len(v) ** 0.5, 1) if len(v) > 1 else None
+    return summary
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -47,22 +67,12 @@ def main(argv):
         for name, settings, fields in runs_of(Path(log).read_text()):
             for row in parse_raw(fields):
                 records.append({"call": call, "build": build, "run": name, "settings": settings, **row})
-    summary = {}
-    for r in records:
-        settings = "defaults" if re.fullmatch(r"X=\w+", r["settings"]) else r["settings"]
-        key = f'{r["call"]}:{r["atoms"]}:{settings}'
-        s = summary.setdefault(key, {"settings": settings, "steps_per_second": [], "failed_runs": 0})
-        if r["rc"] != 0 or r["steps_per_second"] is None:
-            s["failed_runs"] += 1
-        else:
-            s["steps_per_second"].append(r["steps_per_second"])
-    for s in summary.values():
-        v = s["steps_per_second"]
-        s["mean"] = round(statistics.mean(v), 1) if v else None
+    summary = summarize(records)
     out = {"device": a.device, "note": a.note, "runs": records, "summary": summary}
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     for k, s in summary.items():
-        print(f'{k:60s} mean {s["mean"]}  {s["steps_per_second"]} failed {s["failed_runs"]}')
+        print(f'{k:68s} mean {s["mean"]} (se {s["standard_error"]}, {len(s["steps_per_second"])} runs) '
+              f'failed {s["failed_runs"]}')
 
 
 if __name__ == "__main__":

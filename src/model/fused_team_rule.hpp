@@ -19,6 +19,13 @@ constexpr int kManyAtoms = 2048;
 // (not located). BATMOBILE_FEW_ATOMS_TEAM=0 turns the rule off (A/B runs).
 constexpr int kFewAtoms = 1000;
 
+// Whether the kFewAtoms rule applies: BATMOBILE_FEW_ATOMS_TEAM as `setting` (-1 unset, 0 off, 1 on); unset, the fp32
+// kernels only. It was tuned in fp32; in fp64 it costs time. H200, water, 648 atoms, one tree (2f810f3), alternating
+// runs of one call (bench/results/raw/md_h200_session21_ab.json): fp64 447.5 with the rule vs 476.5 steps/s without
+// (11 and 10 runs, every pair the same way: the fp64 launch without it is forward 64 / 96, adjoints 128), fp32 1016.2
+// vs 993.8 (24 and 23 runs).
+inline bool few_atoms_rule_on(int setting, bool fp32_kernels) { return setting < 0 ? fp32_kernels : setting == 1; }
+
 // Team size for nl local atoms and C channels; `forward`: the forward kernel's. wave_teams as
 // FusedState::wave_teams (0 none, 1 the forward's, 2 also the adjoints'); few_atoms_team: the kFewAtoms rule.
 // Returns an explicit team size C * S, 0 (automatic), kernels::kWaveAwareTeam or kernels::kOneSlotLessTeam (the

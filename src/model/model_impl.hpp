@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/env_switch.hpp"
 #include "kernels/generated/cg_tables.hpp"
@@ -309,7 +310,7 @@ struct Model<T, ExecSpace>::FusedState {
   // steps/s mean (+3.5 %; as BATMOBILE_FORWARD_TEAM=96); the adjoints' too (three runs): 862.8 vs 874.6 -- the two
   // adjoints run side by side and fill each other's last wave.
   int wave_teams = 1;
-  bool few_atoms_team = true;  // fused_team_rule.hpp's kFewAtoms rule (BATMOBILE_FEW_ATOMS_TEAM)
+  int few_atoms_team = -1;  // fused_team_rule.hpp's kFewAtoms rule (BATMOBILE_FEW_ATOMS_TEAM; -1 unset: fp32 only)
   // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
   // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
   // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
@@ -538,10 +539,11 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     //     Kokkos;
     //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
     //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic, and
-    //     not below kFewAtoms unless BATMOBILE_FEW_ATOMS_TEAM=0),
+    //     not below kFewAtoms where the few-atoms rule applies),
     //     2: the adjoints' too, 0: none (FusedState::wave_teams);
-    //   BATMOBILE_FEW_ATOMS_TEAM=0|1 1 (default): below model_detail::kFewAtoms local atoms, every fused kernel with
-    //     one edge slot less than the automatic split (fused_team_rule.hpp), 0: the rules above alone;
+    //   BATMOBILE_FEW_ATOMS_TEAM=0|1 (unset: 1 for fp32 kernels, 0 for fp64): 1: below model_detail::kFewAtoms local
+    //     atoms, every fused kernel with one edge slot less than the automatic split (fused_team_rule.hpp), 0: the
+    //     rules above alone;
     //   BATMOBILE_SPECIES_QK=0|1 1 (default): layer 0's q and k from a table per species (read below);
     //   BATMOBILE_GROUP_SENDERS=0|1 1 (default): the sender adjoint over local atoms with their periodic images
     //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
@@ -569,7 +571,7 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
     if (const auto gs = env_switch("BATMOBILE_GROUP_SENDERS", zero_or_one, "0 or 1")) group_senders_ = *gs == 1;
     if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
       fused_->wave_teams = *wt;
-    if (const auto ft = env_switch("BATMOBILE_FEW_ATOMS_TEAM", zero_or_one, "0 or 1")) fused_->few_atoms_team = *ft == 1;
+    if (const auto ft = env_switch("BATMOBILE_FEW_ATOMS_TEAM", zero_or_one, "0 or 1")) fused_->few_atoms_team = *ft;
     if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
                                    "an integer 0..64"))
       for (auto& prm : fused_->params) prm.basis_chunk = *bc;
@@ -683,7 +685,9 @@ template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
   if (forward && fused_->forward_team_size >= 0) return fused_->forward_team_size;
   if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace>) return fused_->team_size;
-  return model_detail::automatic_fused_team(nl, d_.C, forward, fused_->wave_teams, fused_->few_atoms_team);
+  return model_detail::automatic_fused_team(
+      nl, d_.C, forward, fused_->wave_teams,
+      model_detail::few_atoms_rule_on(fused_->few_atoms_team, std::is_same<T, float>::value));
 }
 
 template <class T, class ExecSpace>

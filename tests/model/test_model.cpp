@@ -655,6 +655,18 @@ TEST(FusedTeamRule, ByAtomCount) {
   }
 }
 
+// The few-atoms rule's scope: unset, the fp32 kernels only (it costs fp64 time on the H200, fused_team_rule.hpp);
+// BATMOBILE_FEW_ATOMS_TEAM=0 / 1 turns it off / on for both precisions.
+TEST(FusedTeamRule, ByPrecision) {
+  using model_detail::few_atoms_rule_on;
+  EXPECT_TRUE(few_atoms_rule_on(-1, true));
+  EXPECT_FALSE(few_atoms_rule_on(-1, false));
+  for (bool fp32 : {true, false}) {
+    EXPECT_FALSE(few_atoms_rule_on(0, fp32)) << fp32;
+    EXPECT_TRUE(few_atoms_rule_on(1, fp32)) << fp32;
+  }
+}
+
 // The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom; on GPUs the
 // few-atoms rule changes the launch below kFewAtoms local atoms and nothing from there on.
 TEST(ModelEnv, LaunchSummary) {
@@ -678,6 +690,15 @@ TEST(ModelEnv, LaunchSummary) {
   } else {
     EXPECT_NE(off.launch_summary(648), few) << few;
   }
+  // fp64 kernels: the rule only where asked for (=1); unset, their launch is the one with the rule off
+  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
+  const Model<double, Exec> fp64(load(), EdgeBackend::Fused);
+  setenv("BATMOBILE_FEW_ATOMS_TEAM", "0", 1);
+  const Model<double, Exec> fp64_off(load(), EdgeBackend::Fused);
+  setenv("BATMOBILE_FEW_ATOMS_TEAM", "1", 1);
+  const Model<double, Exec> fp64_on(load(), EdgeBackend::Fused);
+  EXPECT_EQ(fp64.launch_summary(648), fp64_off.launch_summary(648));
+  if (!kernels::runs_on_host<Exec>) EXPECT_NE(fp64_on.launch_summary(648), fp64.launch_summary(648));
 }
 
 // The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1, the default) gives the
