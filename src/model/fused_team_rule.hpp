@@ -10,9 +10,10 @@ namespace batmobile::model_detail {
 // 648 atoms 210 -> 206 (few atoms fill the GPU only with the wider split).
 constexpr int kManyAtoms = 2048;
 
-// Below this many local atoms, all fused kernels (forward and both adjoints) take one edge slot less than the
-// automatic split (kernels::kOneSlotLessTeam; C = 32: teams of 96 instead of 128, as BATMOBILE_INTERACTION_TEAM=96;
-// the adjoints' occupancy model in wave_aware_split keeps 128 there, the two adjoints running side by side). H200,
+// Below this many local atoms, where the rule applies (few_atoms_rule_on: by default the fp32 kernels), all fused
+// kernels (forward and both adjoints) take one edge slot less than the automatic split (kernels::kOneSlotLessTeam;
+// C = 32: teams of 96 instead of 128, as BATMOBILE_INTERACTION_TEAM=96; the adjoints' occupancy model in
+// wave_aware_split keeps 128 there, the two adjoints running side by side). H200,
 // water, fp32, one tree (3d019f0), alternating runs in three calls (bench/results/raw/md_h200_session19_ab.json)
 // with BATMOBILE_INTERACTION_TEAM=96 standing for the rule: 648 atoms 1015.7 vs 993.3 steps/s mean (24 and 27 runs);
 // but 1,296 atoms 630.0 vs 656.7 and 10,368 109.1 vs 125.1 (12 each), so the crossover lies between 648 and 1,296
