@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Same-machine comparison of two source trees on the GPU machine (repo root, .carry/ carried): builds LAMMPS +
+# KOKKOS(CUDA) with the Batmobile styles for both trees, then times the MD benchmark (bench/md/in.md_bench, fp32
+# kernels, newton off on one rank) with the two builds alternating, run by run, and checks that both print the same
+# thermodynamics. Used to show that a change keeps behaviour and speed.
+#   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR   builds both (OLD_TREE and this checkout) in parallel; the
+#                                                         builds run in their own process session, so a build that
+#                                                         outlasts this call finishes on a machine kept warm
+#   scripts/gpu/compare_builds.sh bench OLD_TREE OUTDIR   waits for the builds, runs the cases, writes
+#                                                         OUTDIR/compare_builds.json
+# OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree.
+# Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below).
+set -uo pipefail
+MODE=${1:?usage: compare_builds.sh build|bench OLD_TREE OUTDIR}
+OLD=$(cd "${2:?OLD_TREE}" && pwd)
+OUT=$(mkdir -p "${3:?OUTDIR}" && cd "$3" && pwd)
+NEW=$(cd "$(dirname "$0")/../.." && pwd)
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+STATE=$BATMOBILE_CACHE/compare_builds
+mkdir -p "$STATE"
+say() { echo "[compare_builds $(date +%T)] $*" | tee -a "$OUT/compare_builds.out"; }
+
+build_tree() {  # build_tree NAME TREE: writes STATE/NAME.env (LMP=...) when done, STATE/NAME.failed otherwise
+  local name=$1 tree=$2 b
+  rm -f "$STATE/$name.env" "$STATE/$name.failed"
+  if b=$(cd "$tree" && BATMOBILE_JOBS=$(( $(nproc) / 2 )) scripts/build_lammps.sh --backend cuda 2> "$STATE/$name.log" | tail -n1) &&
+     [ -f "$b/batmobile-build.env" ]; then
+    cp "$b/batmobile-build.env" "$STATE/$name.env"
+  else
+    touch "$STATE/$name.failed"
+  fi
+}
+
+if [ "$MODE" = build ]; then
+  scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is .carry/ carried?)"; exit 1; }
+  export -f build_tree; export STATE
+  for pair in "old $OLD" "new $NEW"; do
+    set -- $pair
+    setsid bash -c "build_tree $1 $2" < /dev/null > /dev/null 2>&1 &
+  done
+  say "building old ($OLD) and new ($NEW) in the background"
+  # wait here as long as this call allows, so that a short build needs no second call
+  for _ in $(seq 1 110); do
+    { [ -f "$STATE/old.env" ] || [ -f "$STATE/old.failed" ]; } && { [ -f "$STATE/new.env" ] || [ -f "$STATE/new.failed" ]; } && break
+    sleep 5
+  done
+  for n in old new; do say "$n: $([ -f "$STATE/$n.env" ] && echo built || ([ -f "$STATE/$n.failed" ] && echo FAILED || echo still building))"; done
+  cp "$STATE"/*.log "$OUT/" 2>/dev/null
+  exit 0
+fi
+
+[ "$MODE" = bench ] || { echo "unknown mode $MODE" >&2; exit 2; }
+for n in old new; do
+  while [ ! -f "$STATE/$n.env" ] && [ ! -f "$STATE/$n.failed" ]; do sleep 5; done
+  [ -f "$STATE/$n.env" ] || { say "$n build failed:"; tail -n 30 "$STATE/$n.log"; exit 1; }
+done
+LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
+LMP_NEW=$(grep '^LMP=' "$STATE/new.env" | cut -d= -f2-)
+CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"}
+DATA=$NEW/examples/lammps_inputs/water216/water216_start.lmp
+export CUDA_VISIBLE_DEVICES=0
+RAW=$OUT/compare_raw.txt; : > "$RAW"
+run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT
+  local name=$1 tree=$2 lmp=$3 n=$4 log="$OUT/md_$1_$4_r$9.log" sps thermo
+  timeout 240 "$lmp" -k on g 1 -sf kk -pk kokkos newton on neigh half -in "$NEW/bench/md/in.md_bench" -log "$log" \
+    -screen none -var data "$DATA" -var pot "$tree/potentials/water_dft.pt" -var rx "$5" -var ry "$6" -var rz "$7" \
+    -var nsteps "$8" -var nwarm 5 -var prec single -var newton off
+  sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
+  # the last thermo line of the timed run: step temp pe etotal press
+  thermo=$(awk '/^ *Step /{t=1; next} /^Loop time/{t=0} t && NF==5 {line=$0} END{print line}' "$log" | tr -s ' ')
+  echo "$name $n $9 ${sps:-nan} |$thermo" | tee -a "$RAW"
+}
+for c in $CASES; do
+  IFS=: read -r n rx ry rz ns reps <<<"$c"
+  for ((r = 1; r <= reps; ++r)); do
+    # alternate which build runs first, so that a drift of the machine does not favour one
+    if (( r % 2 )); then order="old new"; else order="new old"; fi
+    for who in $order; do
+      if [ "$who" = old ]; then run_one old "$OLD" "$LMP_OLD" "$n" "$rx" "$ry" "$rz" "$ns" "$r"
+      else run_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz" "$ns" "$r"; fi
+    done
+  done
+done
+python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
+  --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --command "scripts/gpu/compare_builds.sh bench $2 OUTDIR"
