@@ -148,7 +148,8 @@ def train_for(factory, train, val_monitor, minutes, lr, force_weight, energy_sca
         if step % val_every == 0:
             m = validate(ema_model(), val_monitor, dtype, device)
             curve["validation"].append({"step": step, "elapsed_s": time.time() - t0, **m})
-            log(f"step {step} {time.time() - t0:.0f}/{budget:.0f} s lr {cur_lr:.2e} loss {curve['train']['loss'][-1]:.4g} "
+            log(f"step {step} {time.time() - t0:.0f}/{budget:.0f} s lr {cur_lr:.2e} "
+                f"loss {curve['train']['loss'][-1]:.4g} "
                 f"val({len(val_monitor)} frames) F {m['force_rmse_meV_per_A']:.1f} meV/A "
                 f"E {m['energy_rmse_meV_per_atom']:.3f} meV/atom")
     return ema_model(), curve, step, time.time() - t0
@@ -173,7 +174,8 @@ def time_energy_forces(model, positions, species, cell, r_c, dtype, device, warm
         if k >= warmup:
             times.append(time.perf_counter() - t)
     peak = torch.cuda.max_memory_allocated(device) if pos.is_cuda else None
-    return {"seconds_per_evaluation": statistics.median(times), "evaluations_per_second": 1.0 / statistics.median(times),
+    median = statistics.median(times)
+    return {"seconds_per_evaluation": median, "evaluations_per_second": 1.0 / median,
             "seconds_min_max": [min(times), max(times)], "reps": reps, "warmup": warmup, "edges": int(len(sender)),
             "peak_device_bytes": peak}
 

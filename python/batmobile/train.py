@@ -29,9 +29,9 @@ from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, batch_frames, datas
 from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
 
-# options that define the run (model, data, schedule, what the curve records): a resumed run takes them from its
-# checkpoint
-RUN_OPTIONS = ("data", "train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
+# options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
+# checkpoint; --data (where the sets lie) and the per-call options may differ between calls
+RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
                "energy_scale_from", "steps", "total_minutes", "batch_frames", "lr", "lr_final_fraction",
                "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
                "val_frames", "curve_every")
@@ -129,7 +129,10 @@ class DataOrder:
 
 
 def rng_states():
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch_cpu": torch.get_rng_state()}
+    """Random states in plain Python and torch types, so a checkpoint loads under another numpy version."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": random.getstate(), "numpy": (name, keys.tolist(), pos, has_gauss, cached),
+             "torch_cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["torch_cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -137,7 +140,8 @@ def rng_states():
 
 def restore_rng_states(state):
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch_cpu"])
     if "torch_cuda" in state and torch.cuda.is_available() and len(state["torch_cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(state["torch_cuda"])
@@ -365,7 +369,8 @@ def main(argv=None):
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
     n_params = sum(p.numel() for p in tr.model.parameters())
     say(f"device {device}, dtype {args.dtype}, {n_params} parameters, {len(train)} train / {len(val)} val frames")
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                   else f"cpu ({torch.get_num_threads()} threads)")
     run_loop(args, tr, val_monitor, val, ckpt_path, device_name, say)
 
 
@@ -391,8 +396,9 @@ def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
         if tr.step % args.log_every == 0 or tr.step == first_step + 1:
             el = elapsed()
             limit = f"/{total_s:.0f}" if total_s > 0 else ""
-            say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({(time.time() - t_start) / (tr.step - first_step):.3f} "
-                f"s/step) loss {loss:.4g} lr {lr:.2e} w_E {w_e:.3g} E {1e3 * de.abs().mean().item():.2f} meV/at "
+            per_step = (time.time() - t_start) / (tr.step - first_step)
+            say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({per_step:.3f} s/step) loss {loss:.4g} lr {lr:.2e} "
+                f"w_E {w_e:.3g} E {1e3 * de.abs().mean().item():.2f} meV/at "
                 f"F {1e3 * df.pow(2).mean().sqrt().item():.1f} meV/A")
         if tr.step % args.val_every == 0:
             metrics = validate(tr.ema.model_copy(tr.model), val_monitor, tr.dtype, tr.device)

@@ -5,7 +5,8 @@
 # resume it (the options then come from its checkpoint). E3NN_MINUTES 0 skips the e3nn model.
 # Writes OUTDIR/{run/{checkpoint.pt,log.txt,curve.json,curve.png}, chunk_eval.json, e3nn_water.json, e3nn_log.txt}.
 set -uo pipefail
-OUT=$(mkdir -p "${1:?usage: accuracy_chunk.sh OUTDIR COMMIT CHUNK_MINUTES E3NN_MINUTES [train options]}" && cd "$1" && pwd)
+USAGE="usage: accuracy_chunk.sh OUTDIR COMMIT CHUNK_MINUTES E3NN_MINUTES [train options]"
+OUT=$(mkdir -p "${1:?$USAGE}" && cd "$1" && pwd)
 COMMIT=$2 CHUNK=$3 E3NN_MIN=$4; shift 4
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${BATMOBILE_PYTHON:-python3}
@@ -21,8 +22,7 @@ if [ "$E3NN_MIN" != 0 ]; then
 fi
 RESUME=()
 [ -f "$OUT/run/checkpoint.pt" ] && RESUME=(--resume)
-"$PY" -m batmobile.train --out "$OUT/run" --device cuda --chunk-minutes "$CHUNK" "${RESUME[@]}" "$@" \
-  2>&1
+"$PY" -m batmobile.train --out "$OUT/run" --device cuda --chunk-minutes "$CHUNK" "${RESUME[@]}" "$@" 2>&1
 train_rc=$?
 # the chunk's EMA weights on every validation frame, float64 on the GPU
 "$PY" -m batmobile.export "$OUT/run/checkpoint.pt" "$TMPDIR_EXPORT/chunk.pt" &&
