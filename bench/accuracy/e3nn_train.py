@@ -6,7 +6,8 @@
 
 Model: one-hot species -> Linear to C x 0e; T interaction layers, each: Linear, channel-wise ("uvu") tensor
 product of the sender features with the spherical harmonics Y^{l<=L} of the edge direction, its per-edge weights from
-a radial MLP (NB Bessel functions x polynomial envelope, r_c) -> sum over neighbours / mean neighbour count ->
+a radial MLP (NB Bessel functions x polynomial envelope, r_c) -> sum over neighbours / sqrt(mean neighbour count)
+(NequIP's choice; --neighbor-norm mean divides by the count itself, as Batmobile does) ->
 Linear, plus a self-connection (tensor product with the species one-hot), gate nonlinearity (SiLU on scalars, sigmoid
 gates on l > 0), residual from the second layer on; readout Linear -> Hr x 0e -> Linear -> 1 x 0e; atomic energy =
 s * readout + E_ref[species]. Features carry natural parity (0e, 1o, 2e), as Batmobile's do.
@@ -191,7 +192,8 @@ class RadialEmbedding(torch.nn.Module):
         return bessel_basis(d, self.r_c, self.NB) * envelope(d, self.r_c)[:, None]
 
 
-def build_e3nn_model(num_species, C, L, T, NB, r_c, radial_hidden, Hr, avg_num_neighbors, energy_scale, e_ref):
+def build_e3nn_model(num_species, C, L, T, NB, r_c, radial_hidden, Hr, avg_num_neighbors, energy_scale, e_ref,
+                     neighbor_norm="sqrt"):
     from e3nn import o3
     from e3nn.nn import FullyConnectedNet, Gate
 
@@ -199,6 +201,7 @@ def build_e3nn_model(num_species, C, L, T, NB, r_c, radial_hidden, Hr, avg_num_n
     irreps_sh = o3.Irreps.spherical_harmonics(L)
     irreps_attr = o3.Irreps(f"{num_species}x0e")
     hidden_ls = [o3.Irrep(l, (-1) ** l) for l in range(L + 1)]
+    message_divisor = math.sqrt(avg_num_neighbors) if neighbor_norm == "sqrt" else avg_num_neighbors
 
     class Interaction(torch.nn.Module):
         def __init__(self, irreps_in):
@@ -226,7 +229,7 @@ def build_e3nn_model(num_species, C, L, T, NB, r_c, radial_hidden, Hr, avg_num_n
             h = self.lin_in(x)
             msg = self.tp(h[sender], sh, self.radial(radial))
             agg = torch.zeros(x.shape[0], msg.shape[1], dtype=msg.dtype, device=msg.device).index_add(0, receiver, msg)
-            y = self.gate(self.lin_out(agg / avg_num_neighbors) + self.self_connection(x, attr))
+            y = self.gate(self.lin_out(agg / message_divisor) + self.self_connection(x, attr))
             return x + y if self.residual else y
 
     class NequipLike(torch.nn.Module):
@@ -262,6 +265,8 @@ def main(argv=None):
     p.add_argument("--out-json", required=True)
     p.add_argument("--commit", default="unknown", help="commit of the tree that runs (recorded)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--neighbor-norm", choices=["sqrt", "mean"], default="sqrt",
+                   help="divide summed messages by sqrt(mean neighbour count) or by the count")
     for name, default in [("C", 32), ("L", 2), ("T", 3), ("NB", 8), ("radial_hidden", 64), ("Hr", 16),
                           ("r_c", 5.0), ("lr", 5e-3), ("force_weight", 10.0), ("seed", 0), ("warmup", 5),
                           ("reps", 20), ("val_every", 500)]:
@@ -274,7 +279,8 @@ def main(argv=None):
     val = read_sets(a.data, VALIDATION_SETS, ["O", "H"], a.r_c)
     stats = dataset_statistics(train, 2)
     factory = lambda: build_e3nn_model(2, a.C, a.L, a.T, a.NB, a.r_c, a.radial_hidden, a.Hr,
-                                       stats["avg_num_neighbors"], stats["force_rms"], stats["E_ref"])
+                                       stats["avg_num_neighbors"], stats["force_rms"], stats["E_ref"],
+                                       a.neighbor_norm)
     n_params = sum(q.numel() for q in factory().parameters())
     log(f"e3nn NequIP-style model: {n_params} parameters; {len(train)} train / {len(val)} validation frames")
     ema_model, curve, steps, seconds = train_for(factory, train, val[::10], a.minutes, a.lr, a.force_weight,
@@ -306,7 +312,8 @@ def main(argv=None):
                     "torch": torch.__version__, "e3nn": e3nn.__version__, "host": platform.node()},
         "command": "bench/accuracy/e3nn_train.py " + " ".join(shlex.quote(s) for s in (argv or sys.argv[1:])),
         "model": {"C": a.C, "L": a.L, "T": a.T, "NB": a.NB, "radial_hidden": a.radial_hidden, "Hr": a.Hr,
-                  "r_c": a.r_c, "parameters": n_params, "features": "natural parity 0e + 1o + 2e, uvu, gate"},
+                  "r_c": a.r_c, "parameters": n_params, "features": "natural parity 0e + 1o + 2e, uvu, gate",
+                  "neighbor_normalization": a.neighbor_norm},
         "training": {"minutes_budget": a.minutes, "steps": steps, "seconds": seconds, "lr": a.lr,
                      "force_weight": a.force_weight, "frames_per_step": 1, "dtype": "float32", "ema": 0.99},
         "validation": metrics, "validation_frames": len(val), "validation_dtype": val_dtype,
