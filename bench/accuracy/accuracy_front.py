@@ -47,7 +47,8 @@ def e3nn_point(path):
             "steps_per_second": {n: t["evaluations_per_second"] for n, t in r["timing_float32"].items()},
             "speed_what": "1 / (energy + forces by autograd, fp32), PyTorch + e3nn, no neighbour list or integration",
             "peak_device_bytes": {n: t["peak_device_bytes"] for n, t in r["timing_float32"].items()},
-            "train_seconds": r["training"]["seconds"], "device": r["machine"]["device"],
+            "hyperparameters": m, "train_seconds": r["training"]["seconds"], "device": r["machine"]["device"],
+            "note": r.get("note"),
             "sources": {"result": path, "commit": r.get("commit"), "command": r.get("command")}}
 
 
