@@ -1,5 +1,6 @@
 """Evaluate a model file on DeePMD sets: python -m batmobile.evaluate MODEL.pt [--sets data_2/set.000]
-[--plots DIR] [--json metrics.json] [--card card.json]. Prints energy/force MAE and RMSE, writes parity plots."""
+[--plots DIR] [--json metrics.json] [--card card.json] [--device cuda]. Prints energy/force MAE and RMSE, writes
+parity plots."""
 import argparse
 import json
 import os
@@ -13,17 +14,17 @@ from .export import load_potential
 from .model import evaluate_structure
 
 
-def predict(model, frames, dtype=torch.float64):
-    model = model.to(dtype)
+def predict(model, frames, dtype=torch.float64, device="cpu"):
+    model = model.to(device=device, dtype=dtype)
     e_ref, e_pred, f_ref, f_pred, n_atoms = [], [], [], [], []
     for fr in frames:
-        T = lambda x, dt=dtype: torch.as_tensor(x, dtype=dt)
+        T = lambda x, dt=dtype: torch.as_tensor(x, dtype=dt, device=device)
         out = evaluate_structure(model, T(fr.positions), T(fr.species, torch.long), T(fr.cell),
                                  T(fr.sender, torch.long), T(fr.receiver, torch.long), T(fr.shifts, torch.long))
         e_ref.append(fr.energy)
         e_pred.append(out["energy"].item())
         f_ref.append(fr.forces.reshape(-1))
-        f_pred.append(out["forces"].detach().numpy().reshape(-1))
+        f_pred.append(out["forces"].detach().cpu().numpy().reshape(-1))
         n_atoms.append(len(fr.species))
     return (np.array(e_ref), np.array(e_pred), np.concatenate(f_ref), np.concatenate(f_pred), np.array(n_atoms))
 
@@ -70,11 +71,12 @@ def main(argv=None):
     p.add_argument("--prefix", default="", help="file-name prefix of the PNGs")
     p.add_argument("--json", default=None, help="write the metrics here")
     p.add_argument("--card", default=None, help="write a model card (python/README.md) here")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, ... (float64 everywhere)")
     a = p.parse_args(argv)
     model = load_potential(a.model)
     frames = read_sets(a.data, a.sets, model.hp.species, model.hp.r_c)
     t0 = time.time()
-    res = predict(model, frames)
+    res = predict(model, frames, device=a.device)
     m = metrics(*res)
     print(f"{len(frames)} frames ({time.time() - t0:.1f} s): " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
     if a.plots:

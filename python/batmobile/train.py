@@ -1,9 +1,16 @@
 """Train a Batmobile model: python -m batmobile.train --out runs/water [options].
 
-Loss per step = energy_weight * mean((dE / N / s)^2) + force_weight * mean((dF / s)^2), s = energy_scale
-(force RMS of the training set), so both terms are dimensionless. Adam, EMA of the weights (validation and
-checkpoints' "ema" are the EMA weights), cosine learning-rate decay over the run; with --max-minutes the decay
-follows whichever of steps or wall clock runs out first, so a time-limited run still anneals.
+Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2), s = energy_scale (force RMS of the training
+set), so both terms are dimensionless; w_E rises linearly from --energy-weight to --energy-weight-final over the run
+when the latter is given. Adam, EMA of the weights (validation and checkpoints' "ema" are the EMA weights), cosine
+learning-rate decay over the whole run: --steps and --total-minutes (alias --max-minutes) define the run, and the
+schedule follows whichever of the two runs out first, so a time-limited run still anneals.
+
+A run may be split over several calls: --chunk-steps / --chunk-minutes end this call early, and --resume continues
+from OUT/checkpoint.pt exactly where it stopped (weights, optimizer, EMA, schedule position and elapsed training time,
+the python / numpy / torch random states and the data order), so a split run matches one long run. On resume the
+options that define the run are taken from the checkpoint unless given again on the command line.
+OUT/curve.json and OUT/curve.png hold the learning curve of the whole run, appended across chunks.
 """
 import argparse
 import copy
@@ -22,35 +29,61 @@ from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, batch_frames, datas
 from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
 
+# options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
+# checkpoint; --data (where the sets lie) and the per-call options may differ between calls
+RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
+               "energy_scale_from", "steps", "total_minutes", "batch_frames", "lr", "lr_final_fraction",
+               "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
+               "val_frames", "curve_every")
 
-def parse_args(argv=None):
+
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=DEFAULT_ROOT)
     p.add_argument("--train-sets", nargs="+", default=list(TRAIN_SETS))
     p.add_argument("--val-sets", nargs="+", default=list(VALIDATION_SETS))
     p.add_argument("--species", nargs="+", default=["O", "H"])
-    p.add_argument("--out", default="runs/water", help="directory for checkpoint.pt, log.txt")
+    p.add_argument("--out", default="runs/water", help="directory for checkpoint.pt, log.txt, curve.json/png")
     for name, default in [("r_c", 5.0), ("L", 2), ("C", 32), ("T", 2), ("NB", 8), ("H", 32), ("A", 4), ("dk", 8),
                           ("Hr", 16)]:
         p.add_argument(f"--{name}", type=type(default), default=default)
     p.add_argument("--energy-scale-from", choices=["force_rms", "energy_std"], default="force_rms")
-    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--steps", type=int, default=20000, help="length of the whole run in steps")
+    p.add_argument("--total-minutes", "--max-minutes", dest="total_minutes", type=float, default=0.0,
+                   help="training time of the whole run, all chunks together (0 = no limit)")
+    p.add_argument("--chunk-steps", type=int, default=0, help="end this call after this many steps (0 = no limit)")
+    p.add_argument("--chunk-minutes", type=float, default=0.0,
+                   help="end this call after this many minutes of training (0 = no limit)")
     p.add_argument("--batch-frames", type=int, default=1)
     p.add_argument("--lr", type=float, default=5e-3)
     p.add_argument("--lr-final-fraction", type=float, default=0.01)
     p.add_argument("--energy-weight", type=float, default=1.0)
+    p.add_argument("--energy-weight-final", type=float, default=None,
+                   help="energy weight at the end of the run, reached linearly (default: constant)")
     p.add_argument("--force-weight", type=float, default=1.0)
     p.add_argument("--ema", type=float, default=0.99)
     p.add_argument("--val-every", type=int, default=100)
     p.add_argument("--val-frames", type=int, default=8, help="validation frames during training (0 = all)")
     p.add_argument("--checkpoint-every", type=int, default=50)
-    p.add_argument("--max-minutes", type=float, default=0.0, help="wall-clock limit (0 = none)")
+    p.add_argument("--log-every", type=int, default=100, help="progress line every this many steps")
+    p.add_argument("--curve-every", type=int, default=10, help="learning-curve point every this many steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1 ...")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    """The options, and the names of those given on the command line (they override a checkpoint's)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    given = argparse.Namespace()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    parser.parse_args(argv, namespace=given)
+    return args, set(vars(given))
 
 
 class EMA:
@@ -71,6 +104,64 @@ class EMA:
         m = copy.deepcopy(model)
         m.load_state_dict(self.shadow)
         return m
+
+
+class DataOrder:
+    """Epochs of shuffled frame indices from one numpy generator; its state and the pending indices resume."""
+
+    def __init__(self, num_frames, seed):
+        self.num_frames = num_frames
+        self.rng = np.random.default_rng(seed)
+        self.pending = []
+
+    def take(self, n):
+        if len(self.pending) < n:
+            self.pending += self.rng.permutation(self.num_frames).tolist()
+        picked, self.pending = self.pending[:n], self.pending[n:]
+        return picked
+
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state, "pending": list(self.pending)}
+
+    def load_state_dict(self, state):
+        self.rng.bit_generator.state = state["rng"]
+        self.pending = list(state["pending"])
+
+
+def rng_states():
+    """Random states in plain Python and torch types, so a checkpoint loads under another numpy version."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": random.getstate(), "numpy": (name, keys.tolist(), pos, has_gauss, cached),
+             "torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_states(state):
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch_cpu"])
+    if "torch_cuda" in state and torch.cuda.is_available() and len(state["torch_cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["torch_cuda"])
+
+
+def schedule_progress(args, step, elapsed):
+    """Fraction of the run done: steps or training time, whichever is further along."""
+    by_time = elapsed / (60.0 * args.total_minutes) if args.total_minutes > 0 else 0.0
+    return min(1.0, max(step / args.steps, by_time))
+
+
+def learning_rate(args, progress):
+    f = args.lr_final_fraction
+    return args.lr * (f + (1 - f) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def energy_weight(args, progress):
+    if args.energy_weight_final is None:
+        return args.energy_weight
+    return args.energy_weight + (args.energy_weight_final - args.energy_weight) * progress
 
 
 def loss_terms(model, batch, training):
@@ -103,12 +194,139 @@ def select_device(name):
     return torch.device(name)
 
 
+def new_curve():
+    """Learning curve: training points (mean loss over --curve-every steps) and validation points."""
+    return {"train": {"step": [], "elapsed_s": [], "loss": [], "lr": [], "energy_weight": []}, "validation": []}
+
+
+def write_curve(curve, out_dir, plot):
+    path = os.path.join(out_dir, "curve.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(curve, f)
+    os.replace(path + ".tmp", path)
+    if plot:
+        plot_curve(curve, os.path.join(out_dir, "curve.png"))
+
+
+def plot_curve(curve, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    tr, val = curve["train"], [v for v in curve["validation"] if "force_rmse_meV_per_A" in v]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.semilogy(tr["step"], tr["loss"], lw=0.8, label="training loss")
+    a.set_xlabel("step")
+    a.set_ylabel("loss (scaled units)")
+    lr_ax = a.twinx()
+    lr_ax.plot(tr["step"], tr["lr"], "k:", lw=0.8)
+    lr_ax.set_ylabel("learning rate (dotted)")
+    if val:
+        steps = [v["step"] for v in val]
+        b.plot(steps, [v["force_rmse_meV_per_A"] for v in val], "o-", ms=3, label="force RMSE [meV/A]")
+        e_ax = b.twinx()
+        e_ax.plot(steps, [v["energy_rmse_meV_per_atom"] for v in val], "s--", ms=3, color="C1")
+        e_ax.set_ylabel("energy RMSE [meV/atom] (dashed)")
+    b.set_xlabel("step")
+    b.set_ylabel("validation force RMSE [meV/A] (EMA)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def resolve_resume(args, given, ckpt):
+    """Run-defining options from the checkpoint unless given on the command line; returns the overridden names."""
+    stored = dict(ckpt.get("args") or {})
+    if "max_minutes" in stored:
+        stored.setdefault("total_minutes", stored.pop("max_minutes"))
+    overridden = []
+    for name in RUN_OPTIONS:
+        if name not in stored:
+            continue
+        if name in given:
+            if getattr(args, name) != stored[name]:
+                overridden.append(name)
+        else:
+            setattr(args, name, stored[name])
+    return overridden
+
+
+class Trainer:
+    """Model, optimizer, EMA, data order and curve of one run; save() / load() cover everything a resume needs."""
+
+    def __init__(self, args, hp, stats, train, device, dtype):
+        self.args, self.hp, self.stats, self.train = args, hp, stats, train
+        self.device, self.dtype = device, dtype
+        model = BatmobileModel(hp, seed=args.seed)
+        model.E_ref.copy_(torch.tensor(stats["E_ref"]))
+        self.model = model.to(device=device, dtype=dtype)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
+        self.ema = EMA(self.model, args.ema)
+        self.order = DataOrder(len(train), args.seed)
+        self.step, self.elapsed_before, self.curve, self.commands = 0, 0.0, new_curve(), []
+        self.pending_losses = []
+
+    def load(self, ckpt):
+        self.model.load_state_dict(ckpt["model"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+        state = self.model.state_dict()
+        self.ema.shadow = {k: v.to(device=self.device, dtype=state[k].dtype) for k, v in ckpt["ema"].items()}
+        self.step, self.elapsed_before = ckpt["step"], ckpt["elapsed_seconds"]
+        if "data_order" in ckpt:
+            self.order.load_state_dict(ckpt["data_order"])
+        else:  # checkpoint without a stored order: a fresh permutation, as older versions did
+            self.order = DataOrder(len(self.train), self.args.seed + self.step)
+        self.curve = ckpt.get("curve") or new_curve()
+        self.pending_losses = list(ckpt.get("pending_losses", []))
+        self.commands = list(ckpt.get("train_commands") or [ckpt.get("train_command")])
+        if "rng" in ckpt:
+            restore_rng_states(ckpt["rng"])
+        else:
+            torch.set_rng_state(ckpt["rng_cpu"])
+
+    def one_step(self, lr, w_e):
+        args = self.args
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        batch = batch_frames([self.train[i] for i in self.order.take(args.batch_frames)], self.dtype, self.device)
+        self.model.train()
+        de, df = loss_terms(self.model, batch, training=True)
+        s = self.hp.energy_scale
+        loss = w_e * (de / s).pow(2).mean() + args.force_weight * (df / s).pow(2).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.ema.update(self.model, self.step)
+        self.step += 1
+        self.pending_losses.append(loss.item())
+        return loss.item(), de.detach(), df.detach()
+
+    def record_train_point(self, elapsed, lr, w_e):
+        tr = self.curve["train"]
+        tr["step"].append(self.step)
+        tr["elapsed_s"].append(elapsed)
+        tr["loss"].append(float(np.mean(self.pending_losses)))
+        tr["lr"].append(lr)
+        tr["energy_weight"].append(w_e)
+        self.pending_losses = []
+
+    def save(self, path, elapsed, finished, device_name):
+        state = {"model": self.model.state_dict(), "ema": self.ema.shadow, "optimizer": self.opt.state_dict(),
+                 "step": self.step, "elapsed_seconds": elapsed, "finished": finished,
+                 "hyperparameters": self.hp.to_dict(), "statistics": self.stats, "args": vars(self.args),
+                 "train_command": "  +  ".join(self.commands), "train_commands": self.commands,
+                 "device": device_name, "train_frames": len(self.train), "rng": rng_states(),
+                 "data_order": self.order.state_dict(), "curve": self.curve, "pending_losses": self.pending_losses}
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+
 def main(argv=None):
-    args = parse_args(argv)
+    args, given = parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    device = select_device(args.device)
-    dtype = torch.float32 if args.dtype == "float32" else torch.float64
     os.makedirs(args.out, exist_ok=True)
     ckpt_path = os.path.join(args.out, "checkpoint.pt")
     log = open(os.path.join(args.out, "log.txt"), "a")
@@ -118,6 +336,13 @@ def main(argv=None):
         log.write(msg + "\n")
         log.flush()
 
+    ckpt = load_checkpoint(ckpt_path, map_location="cpu") if args.resume and os.path.exists(ckpt_path) else None
+    if ckpt is not None:
+        overridden = resolve_resume(args, given, ckpt)
+        if overridden:
+            say("resume overrides the checkpoint's " + ", ".join(f"--{n} {getattr(args, n)}" for n in overridden))
+    device = select_device(args.device)
+    dtype = torch.float32 if args.dtype == "float32" else torch.float64
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -125,12 +350,8 @@ def main(argv=None):
     train = read_sets(args.data, args.train_sets, args.species, args.r_c)
     val = read_sets(args.data, args.val_sets, args.species, args.r_c)
     val_monitor = val if args.val_frames <= 0 else val[:: max(1, len(val) // args.val_frames)][: args.val_frames]
-
-    resume = args.resume and os.path.exists(ckpt_path)
-    if resume:
-        ckpt = load_checkpoint(ckpt_path, map_location="cpu")
-        hp = Hyperparameters.from_dict(ckpt["hyperparameters"])
-        stats = ckpt["statistics"]
+    if ckpt is not None:
+        hp, stats = Hyperparameters.from_dict(ckpt["hyperparameters"]), ckpt["statistics"]
     else:
         stats = dataset_statistics(train, len(args.species))
         scale = stats["force_rms"] if args.energy_scale_from == "force_rms" else stats["energy_residual_std_per_atom"]
@@ -138,84 +359,70 @@ def main(argv=None):
                              H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
                              min_distance=stats["min_distance"])
-    model = BatmobileModel(hp, seed=args.seed)
-    model.E_ref.copy_(torch.tensor(stats["E_ref"]))
-    model = model.to(device=device, dtype=dtype)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    ema = EMA(model, args.ema)
-    step, elapsed_before = 0, 0.0
-    if resume:
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        ema.shadow = {k: v.to(device=device, dtype=model.state_dict()[k].dtype) for k, v in ckpt["ema"].items()}
-        step, elapsed_before = ckpt["step"], ckpt["elapsed_seconds"]
-        torch.set_rng_state(ckpt["rng_cpu"])
-        say(f"resumed at step {step} ({elapsed_before:.0f} s trained)")
+    tr = Trainer(args, hp, stats, train, device, dtype)
+    if ckpt is not None:
+        tr.load(ckpt)
+        say(f"resumed at step {tr.step} ({tr.elapsed_before:.0f} s trained)")
     else:
         say(f"statistics: {json.dumps(stats)}")
-    n_params = sum(p.numel() for p in model.parameters())
+    tr.commands.append("python -m batmobile.train " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
+    n_params = sum(p.numel() for p in tr.model.parameters())
     say(f"device {device}, dtype {args.dtype}, {n_params} parameters, {len(train)} train / {len(val)} val frames")
+    device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                   else f"cpu ({torch.get_num_threads()} threads)")
+    run_loop(args, tr, val_monitor, val, ckpt_path, device_name, say)
 
-    command = "python -m batmobile.train " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
 
-    def save():
-        state = {"model": model.state_dict(), "ema": ema.shadow, "optimizer": opt.state_dict(), "step": step,
-                 "elapsed_seconds": elapsed_before + time.time() - t_start, "hyperparameters": hp.to_dict(),
-                 "statistics": stats, "args": vars(args), "train_command": command, "device": device_name,
-                 "train_frames": len(train), "rng_cpu": torch.get_rng_state()}
-        tmp = ckpt_path + ".tmp"
-        torch.save(state, tmp)
-        os.replace(tmp, ckpt_path)
-
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
     t_start = time.time()
-    max_seconds = args.max_minutes * 60.0
-    order = []
-    rng = np.random.default_rng(args.seed + step)
-    last_print = 0.0
-    running = None
-    while step < args.steps:
-        elapsed = elapsed_before + time.time() - t_start
-        if max_seconds > 0 and elapsed >= max_seconds:
-            say(f"wall-clock limit reached after {elapsed:.0f} s")
+    first_step = tr.step
+    total_s, chunk_s = 60.0 * args.total_minutes, 60.0 * args.chunk_minutes
+    elapsed = lambda: tr.elapsed_before + time.time() - t_start
+    finished = False
+    while True:
+        el = elapsed()
+        if tr.step >= args.steps or (total_s > 0 and el >= total_s):
+            finished = True
             break
-        progress = max(step / args.steps, elapsed / max_seconds if max_seconds > 0 else 0.0)
-        lr = args.lr * (args.lr_final_fraction + (1 - args.lr_final_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        if len(order) < args.batch_frames:
-            order += rng.permutation(len(train)).tolist()
-        picked, order = order[: args.batch_frames], order[args.batch_frames:]
-        batch = batch_frames([train[i] for i in picked], dtype, device)
-        model.train()
-        de, df = loss_terms(model, batch, training=True)
-        s = hp.energy_scale
-        loss = args.energy_weight * (de / s).pow(2).mean() + args.force_weight * (df / s).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        ema.update(model, step)
-        step += 1
-        running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
-        now = time.time()
-        if now - last_print > 10 or step == 1:
-            last_print = now
-            el = elapsed_before + now - t_start
-            limit = f"/{max_seconds:.0f}" if max_seconds > 0 else ""
-            done = max(step / args.steps, el / max_seconds if max_seconds > 0 else 0)
-            bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
-            say(f"[{bar}] step {step}/{args.steps} {el:.0f}{limit} s  {(el) / step if step else 0:.2f} s/step "
-                f"loss {loss.item():.4g} (avg {running:.4g}) lr {lr:.2e} "
-                f"E {1e3 * de.detach().abs().mean().item():.2f} meV/at F {1e3 * df.detach().pow(2).mean().sqrt().item():.1f} meV/A")
-        if step % args.checkpoint_every == 0:
-            save()
-        if step % args.val_every == 0:
-            metrics = validate(ema.model_copy(model), val_monitor, dtype, device)
-            say(f"validation (EMA, {len(val_monitor)} frames) step {step}: {json.dumps(metrics)}")
-    save()
-    metrics = validate(ema.model_copy(model), val_monitor, dtype, device)
-    say(f"final validation (EMA, {len(val_monitor)} frames): {json.dumps(metrics)}")
-    say(f"checkpoint: {ckpt_path}")
+        if (args.chunk_steps > 0 and tr.step - first_step >= args.chunk_steps) or (
+                chunk_s > 0 and time.time() - t_start >= chunk_s):
+            break
+        progress = schedule_progress(args, tr.step, el)
+        lr, w_e = learning_rate(args, progress), energy_weight(args, progress)
+        loss, de, df = tr.one_step(lr, w_e)
+        if tr.step % args.curve_every == 0:
+            tr.record_train_point(elapsed(), lr, w_e)
+        if tr.step % args.log_every == 0 or tr.step == first_step + 1:
+            el = elapsed()
+            limit = f"/{total_s:.0f}" if total_s > 0 else ""
+            per_step = (time.time() - t_start) / (tr.step - first_step)
+            say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({per_step:.3f} s/step) loss {loss:.4g} lr {lr:.2e} "
+                f"w_E {w_e:.3g} E {1e3 * de.abs().mean().item():.2f} meV/at "
+                f"F {1e3 * df.pow(2).mean().sqrt().item():.1f} meV/A")
+        if tr.step % args.val_every == 0:
+            metrics = validate(tr.ema.model_copy(tr.model), val_monitor, tr.dtype, tr.device)
+            tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_monitor),
+                                           **metrics})
+            say(f"validation (EMA, {len(val_monitor)} frames) step {tr.step}: {json.dumps(metrics)}")
+        if tr.step % args.checkpoint_every == 0:
+            tr.save(ckpt_path, elapsed(), False, device_name)
+            write_curve(tr.curve, args.out, plot=False)
+    ema_model = tr.ema.model_copy(tr.model)
+    if finished and any(v.get("final") for v in tr.curve["validation"]):
+        say(f"the run finished before (step {tr.step}/{args.steps}); nothing to do")
+    elif finished:
+        metrics = validate(ema_model, val_all, tr.dtype, tr.device)
+        tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_all),
+                                       "final": True, **metrics})
+        say(f"final validation (EMA, all {len(val_all)} frames, {args.dtype}): {json.dumps(metrics)}")
+    else:
+        metrics = validate(ema_model, val_monitor, tr.dtype, tr.device)
+        say(f"end of chunk at step {tr.step}/{args.steps}: validation (EMA, {len(val_monitor)} frames) "
+            f"{json.dumps(metrics)}; continue with --resume")
+    tr.save(ckpt_path, elapsed(), finished, device_name)
+    write_curve(tr.curve, args.out, plot=True)
+    say(f"checkpoint: {ckpt_path} (step {tr.step}, {elapsed():.0f} s trained{', finished' if finished else ''})")
 
 
 if __name__ == "__main__":

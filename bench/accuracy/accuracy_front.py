@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Speed/accuracy front: validation force RMSE against MD steps/s at 648 and 10,368 atoms, ours and e3nn's.
+
+  bench/accuracy/accuracy_front.py --ours water_dft potentials/water_dft.json bench/results/md_h200.json \
+      --e3nn bench/results/e3nn_water.json --commit HASH --machine "NVIDIA H200" \
+      --out-json bench/results/accuracy_front.json --out-png bench/results/accuracy_front.png
+
+--ours NAME CARD MD (repeatable): a model card (python -m batmobile.evaluate --card) or metrics file (--json), and
+an MD benchmark JSON (bench/md collect_md_bench.py output), or - where the model's MD speed is not measured yet (drawn
+as a line at its force RMSE); speed = the fp32 `batmobile/kk` cases at 648 and 10,368 atoms.
+--e3nn JSON (repeatable): bench/accuracy/e3nn_train.py output; its speed is 1 / (one energy + force evaluation),
+neighbour list and time integration left out, so it bounds an MD step rate from above.
+"""
+import argparse
+import json
+import os
+import shlex
+import sys
+
+SIZES = (648, 10368)
+TARGET_FORCE_RMSE = 25.0   # the accurate model's aim
+
+
+def our_point(name, card_path, md_path):
+    card = json.load(open(card_path))
+    metrics = card.get("validation", card)
+    md = json.load(open(md_path)) if md_path != "-" else {"cases": []}
+    speed = {}
+    for case in md["cases"]:
+        if case["atoms"] in SIZES and case["precision"] == "single" and case.get("steps_per_second"):
+            speed[str(case["atoms"])] = case["steps_per_second"]
+    return {"label": f"Batmobile {name}", "kind": "batmobile", "force_rmse_meV_per_A": metrics["force_rmse_meV_per_A"],
+            "energy_rmse_meV_per_atom": metrics["energy_rmse_meV_per_atom"],
+            "steps_per_second": speed, "speed_what": "LAMMPS MD, batmobile/kk, fp32 kernels, one GPU"
+            if speed else "not measured yet",
+            "hyperparameters": card.get("hyperparameters"), "train_seconds": card.get("train_seconds"),
+            "device": md.get("device"), "sources": {"card": card_path, "md": md_path, "md_commit": md.get("commit")}}
+
+
+def e3nn_point(path):
+    r = json.load(open(path))
+    m = r["model"]
+    return {"label": f"e3nn NequIP-style (T={m['T']}, L={m['L']}, C={m['C']}, {r['training']['minutes_budget']:g} min)",
+            "kind": "e3nn",
+            "force_rmse_meV_per_A": r["validation"]["force_rmse_meV_per_A"],
+            "energy_rmse_meV_per_atom": r["validation"]["energy_rmse_meV_per_atom"],
+            "steps_per_second": {n: t["evaluations_per_second"] for n, t in r["timing_float32"].items()},
+            "speed_what": "1 / (energy + forces by autograd, fp32), PyTorch + e3nn, no neighbour list or integration",
+            "peak_device_bytes": {n: t["peak_device_bytes"] for n, t in r["timing_float32"].items()},
+            "hyperparameters": m, "train_seconds": r["training"]["seconds"], "device": r["machine"]["device"],
+            "note": r.get("note"),
+            "sources": {"result": path, "commit": r.get("commit"), "command": r.get("command")}}
+
+
+def plot(points, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(SIZES), figsize=(5.5 * len(SIZES), 5), sharey=True)
+    markers = {"batmobile": "o", "e3nn": "s"}
+    for ax, n in zip(axes, SIZES):
+        for k, pt in enumerate(points):
+            sps = pt["steps_per_second"].get(str(n))
+            if sps is None:
+                ax.axhline(pt["force_rmse_meV_per_A"], color=f"C{k}", ls="--", lw=1,
+                           label=f"{pt['label']} ({pt['force_rmse_meV_per_A']:.1f}; speed not measured)")
+                continue
+            ax.scatter([sps], [pt["force_rmse_meV_per_A"]], marker=markers.get(pt["kind"], "^"), s=50,
+                       color=f"C{k}", label=pt["label"])
+            ax.annotate(f"{pt['force_rmse_meV_per_A']:.1f}", (sps, pt["force_rmse_meV_per_A"]),
+                        textcoords="offset points", xytext=(6, 4), fontsize=8)
+        ax.axhline(TARGET_FORCE_RMSE, color="grey", ls=":", lw=1,
+                   label=f"accurate-model target ({TARGET_FORCE_RMSE:g} meV/A)" if n == SIZES[0] else None)
+        ax.set_xscale("log")
+        ax.set_xlabel("MD steps/s (e3nn: energy+force evaluations/s)")
+        ax.set_title(f"{n:,} atoms (216-water box, replicated)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("validation force RMSE, all of data_2 [meV/A]")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ours", nargs=3, action="append", default=[], metavar=("NAME", "CARD", "MD"))
+    p.add_argument("--e3nn", action="append", default=[])
+    p.add_argument("--commit", required=True, help="commit the merged figures belong to")
+    p.add_argument("--machine", required=True)
+    p.add_argument("--out-json", required=True)
+    p.add_argument("--out-png", required=True)
+    a = p.parse_args(argv)
+    points = [our_point(*o) for o in a.ours] + [e3nn_point(e) for e in a.e3nn]
+    result = {"what": "validation force RMSE (all of data_2) against MD speed at 648 and 10,368 atoms",
+              "commit": a.commit, "machine": a.machine,
+              "command": "bench/accuracy/accuracy_front.py " + " ".join(
+                  shlex.quote(s) for s in (argv if argv is not None else sys.argv[1:])),
+              "points": points}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out_json)), exist_ok=True)
+    with open(a.out_json, "w") as f:
+        json.dump(result, f, indent=1)
+    plot(points, a.out_png)
+    print(f"wrote {a.out_json} and {a.out_png} ({len(points)} points)")
+
+
+if __name__ == "__main__":
+    main()
