@@ -94,8 +94,8 @@ fi
 if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
   # BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...": an Nsight Systems timeline (CUDA API and GPU work, no CPU sampling)
   # of each case after 20 warm-up steps, exported as CSV: every GPU operation's start and duration
-  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv); analyse with
-  # bench/profile/nsys_step_gaps.py. Skipped where no nsys is installed.
+  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv). Skipped where no nsys is
+  # installed.
   NSYS=$(command -v nsys || ls -d /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n1)
   if [ -z "$NSYS" ]; then say "no nsys found"; else
     for c in $BATMOBILE_MD_NSYS; do
