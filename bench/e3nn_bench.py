@@ -338,7 +338,8 @@ def merge(args):
                       "speedup": (ems / r["batmobile_ms"]) if ems else None,
                       "batmobile_peak_bytes": r["batmobile_peak_bytes"], "e3nn_peak_bytes": e.get("e3nn_peak_bytes"),
                       "fp32_roofline_fraction": r["fp32_roofline_fraction"]})
-    doc = {"device": args.device_name, "e3nn_version": e3v, "cases": cases}
+    doc = {"provenance": {"commit": args.commit, "machine": args.device_name, "command": args.command},
+           "device": args.device_name, "e3nn_version": e3v, "cases": cases}
     with open(args.out_json, "w") as f:
         json.dump(doc, f, indent=1)
     print(json.dumps(doc, indent=1))
@@ -358,6 +359,8 @@ def main():
     ap.add_argument("--merge", nargs=2)
     ap.add_argument("--device-name", default="")
     ap.add_argument("--out-json")
+    ap.add_argument("--commit", default="unknown", help="merge: the commit that was measured")
+    ap.add_argument("--command", default="bench/run_gpu_bench.sh", help="merge: the command that ran the benchmark")
     args = ap.parse_args()
     if args.merge:
         return merge(args)

@@ -216,7 +216,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     f.write(reinterpret_cast<const char*>(rg.send.data()), rg.send.size() * sizeof(int));
   }
   const int E = N * k;
-  const double fma_rate = 56e12;  // measured H200 fp32 FMA rate (toolchain.md), FLOP/s
+  const double fma_rate = 56e12;  // measured H200 fp32 FMA rate, FLOP/s
   {  // SH
     const long long base = device_used_bytes();
     Kokkos::View<float* [3], Kokkos::LayoutRight, Dev> r("r", E);

@@ -12,7 +12,8 @@
 #   Steps: (1) e3nn cross-check: batmobile_bench --check-dump (fp64 kernels on the device) vs e3nn (SH, conv
 #   output, dE/dh, dE/dw, forces) -> OUTDIR/e3nn_check.json; (2) batmobile timings on random graphs (graphs
 #   written to OUTDIR/graphs) -> OUTDIR/batmobile.jsonl; (3) e3nn timings on the same graphs -> OUTDIR/e3nn.jsonl;
-#   (4) merge -> OUTDIR/kernels_h200.json and bench/results/kernels_h200.json (schema of issue 3).
+#   (4) merge -> OUTDIR/kernels_h200.json and bench/results/kernels_h200.json, whose "provenance" names the commit
+#   (BATMOBILE_COMMIT, else git), the GPU and this command.
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: run_gpu_bench.sh OUTDIR}" && cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -51,8 +52,10 @@ cat "$OUT/e3nn.jsonl" 2>/dev/null
 
 echo "== merge"
 touch "$OUT/e3nn.jsonl"
+COMMIT=${BATMOBILE_COMMIT:-$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if "$PY" "$HERE/e3nn_bench.py" --merge "$OUT/batmobile.jsonl" "$OUT/e3nn.jsonl" --device-name "$DEVICE_NAME" \
-    --out-json "$OUT/kernels_h200.json"; then
+    --out-json "$OUT/kernels_h200.json" --commit "$COMMIT" \
+    --command "BATMOBILE_BENCH_REPS=$REPS BATMOBILE_BENCH_RADIAL=$RADIAL bench/run_gpu_bench.sh OUTDIR"; then
   # only real measurements go to the checked-in results file
   if [ "$CASES" = full ] && [ "$BACKEND" = e3nn ]; then
     mkdir -p "$HERE/results" && cp "$OUT/kernels_h200.json" "$HERE/results/kernels_h200.json"

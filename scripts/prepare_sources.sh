@@ -2,7 +2,7 @@
 # Prepares the LAMMPS source tree that the Batmobile LAMMPS build uses and prints its path (last line):
 #   $BATMOBILE_CACHE/src/lammps-<tag>-kokkos-p<patchhash>/   = the trimmed LAMMPS tree (hard links, cheap)
 #   with lib/kokkos = Kokkos 3.4.01 plus patches/kokkos applied (LAMMPS builds Kokkos from lib/kokkos;
-#   pointing it at an installed Kokkos fails with CMake 4 + CUDA, see docs/toolchain.md).
+#   pointing it at an installed Kokkos fails with CMake 4 + CUDA, see docs/development.md).
 # Works offline when the unpacked trees exist (the GPU machine unpacks them from .carry/ first).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

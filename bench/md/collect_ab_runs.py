@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
-"""Collects the same-call MD A/B runs of scripts/gpu/md_ab.sh (its "A/B SETTINGS (name): ..." lines, which carry the
-run's md_raw.txt: per case atoms, exit code, steps/s, peak MiB, reference flag, precision) into one JSON record per
-(run, case), in run order, with a
-per-setting summary (runs of the same settings group together; a dummy variable X=N, used to repeat the defaults,
-counts as "defaults").
+"""Collects the same-call MD comparison runs of scripts/gpu/md_ab.sh (its "A/B SETTINGS (name): ..." lines, which carry
+the run's md_raw.txt: per case atoms, exit code, steps/s, peak MiB, reference flag, precision) into one JSON record per
+(run, case), in run order, with a per-setting summary (runs of the same settings group together; a dummy variable
+X=N, used to repeat the current build, counts as "defaults"; LD_LIBRARY_PATH=DIR names a saved build).
 
   collect_ab_runs.py --out FILE --device TEXT [--note TEXT] CALL:BUILD:LOG [...]
 

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Collects the LAMMPS MD benchmark (run_md_bench.sh) and times the PyTorch reference model on the same boxes.
 
-usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N]
+usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N] [--command TEXT]
 RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per run, from run_md_bench.sh; the
 consecutive runs of a repeated case form one case: steps_per_second is their mean, steps_per_second_runs each run's).
 md_launch.txt beside RAW, where present, gives each case's "launch": how the pair style's edge kernels launched.
 The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
 replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
+OUT.json starts with "provenance": the commit, the machine and the command that produced it.
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -64,6 +66,24 @@ def summarize(group):
         if len(ok) > 1:
             case["steps_per_second_min_max"] = [min(ok), max(ok)]
     return case
+
+
+def source_commit(root):
+    """Short commit of the checkout at root (BATMOBILE_COMMIT overrides: a device copy may lack .git), else
+    'unknown'."""
+    if os.environ.get("BATMOBILE_COMMIT"):
+        return os.environ["BATMOBILE_COMMIT"]
+    try:
+        out = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance(commit, device, cpu_cores, command):
+    """The result file's provenance record: which code ran, where, and how."""
+    return {"commit": commit, "machine": f"{device}, {cpu_cores} CPU cores", "command": command}
 
 
 def read_lammps_data(path):
@@ -142,6 +162,7 @@ def main():
     ap.add_argument("--reference-max-atoms", type=int, default=100000)
     ap.add_argument("--fit-failed", type=int, default=0,
                     help="atoms of the first box of the BATMOBILE_MD_FIT search that failed (0: none failed / no search)")
+    ap.add_argument("--command", default="bench/md/run_md_bench.sh", help="the command line that ran the benchmark")
     a = ap.parse_args()
     x, types, box = read_lammps_data(a.data)
     reps = {648: (1, 1, 1), 10368: (2, 2, 4), 97200: (5, 5, 6)}
@@ -175,7 +196,8 @@ def main():
     else:
         note = "max_atoms_single_gpu is the largest case that ran, not a searched limit"
     # the input's newton setting (run_md_bench.sh's BATMOBILE_MD_NEWTON): off skips LAMMPS's reverse communication
-    doc = {"device": device, "potential": os.path.basename(a.potential),
+    doc = {"provenance": provenance(source_commit(os.path.join(HERE, "..", "..")), device, os.cpu_count(), a.command),
+           "device": device, "potential": os.path.basename(a.potential),
            "lammps_newton": os.environ.get("BATMOBILE_MD_NEWTON", "unknown"), "cases": cases,
            "max_atoms_single_gpu": max_ok, "first_failed_atoms": a.fit_failed or None, "note": note}
     json.dump(doc, open(a.out, "w"), indent=1)

@@ -14,8 +14,7 @@
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
 #   BATMOBILE_MD_NEWTON  the input's newton setting: off (default on one rank: batmobile/kk then folds the images'
-#                        forces itself and LAMMPS skips its reverse communication, +7 % at 648 atoms on the H200,
-#                        session 18) or on (the default with BATMOBILE_MD_RANKS > 1, where off is an error; also
+#                        forces itself and LAMMPS skips its reverse communication: docs/performance.md) or on (the default with BATMOBILE_MD_RANKS > 1, where off is an error; also
 #                        needed with LMP_ARGS that do not select batmobile/kk)
 set -uo pipefail
 LMP=$1; POT=$2; OUT=$3
@@ -86,4 +85,5 @@ for f in ${BATMOBILE_MD_FIT:-}; do
 done
 printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
 timeout 120 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
-  --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}" --fit-failed "$fit_failed"
+  --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}" --fit-failed "$fit_failed" \
+  --command "BATMOBILE_MD_CASES=\"$CASES\" BATMOBILE_MD_RANKS=$RANKS BATMOBILE_MD_NEWTON=$NEWTON${BATMOBILE_MD_FIT:+ BATMOBILE_MD_FIT=\"$BATMOBILE_MD_FIT\"} bench/md/run_md_bench.sh LMP $(basename "$POT") OUTDIR (${ACCEL[*]})"

@@ -1,5 +1,5 @@
-"""bench/md/collect_ab_runs.py: same-call A/B lines of scripts/gpu/md_ab.sh become one record per (run, case), and the
-summary never mixes precisions or atom counts (session 21's call ran fp32 and fp64 defaults under one dummy X=N)."""
+"""bench/md/collect_ab_runs.py: same-call comparison lines of scripts/gpu/md_ab.sh become one record per (run, case),
+and the summary never mixes precisions or atom counts (one call may run fp32 and fp64 cases under one dummy X=N)."""
 import importlib.util
 import os
 
@@ -10,7 +10,7 @@ collect = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(collect)
 
 LOG = """[ab +7s] A/B X=1 (d1): 648 0 1000.0 673 0 single
-[ab +14s] A/B BATMOBILE_FEW_ATOMS_TEAM=0 (o1): 648 0 990.0 673 0 single
+[ab +14s] A/B LD_LIBRARY_PATH=/tmp/old_lib (o1): 648 0 990.0 673 0 single
 [ab +21s] A/B X=2 (d2): 648 0 1010.0 673 0 single
 [ab +28s] A/B X=1 (pd1): 648 0 450.0 705 0 double
 [ab +35s] A/B X=2 (pd2): 648 0 nan 705 1 double
@@ -34,7 +34,7 @@ def test_each_case_of_a_run_is_a_record():
 
 def test_summary_keys_split_precision_and_atoms():
     s = collect.summarize(records())
-    assert list(s) == ["c1:648:single:defaults", "c1:648:single:BATMOBILE_FEW_ATOMS_TEAM=0",
+    assert list(s) == ["c1:648:single:defaults", "c1:648:single:LD_LIBRARY_PATH=/tmp/old_lib",
                        "c1:648:double:defaults", "c1:10368:double:defaults"]
     single = s["c1:648:single:defaults"]
     assert single["steps_per_second"] == [1000.0, 1010.0] and single["mean"] == 1005.0

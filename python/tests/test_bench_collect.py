@@ -40,3 +40,23 @@ def test_read_launches_keeps_each_cases_first_line():
     got = collect.read_launches(lines)
     assert got == {(648, "single"): "fused kernels for 648 local atoms, per atom: layer 0 forward 96 threads",
                    (648, "double"): "reference edge kernels (per-edge arrays)"}
+
+
+def test_provenance_names_commit_machine_and_command(monkeypatch):
+    p = collect.provenance("abc1234", "NVIDIA H200", 16, "bench/md/run_md_bench.sh LMP water_dft.pt OUTDIR")
+    assert p == {"commit": "abc1234", "machine": "NVIDIA H200, 16 CPU cores",
+                 "command": "bench/md/run_md_bench.sh LMP water_dft.pt OUTDIR"}
+    monkeypatch.setenv("BATMOBILE_COMMIT", "feed123")
+    assert collect.source_commit(HERE) == "feed123"
+    monkeypatch.delenv("BATMOBILE_COMMIT")
+    assert collect.source_commit("/nonexistent-dir") == "unknown"
+
+
+def test_committed_result_files_name_their_provenance():
+    import json
+    results = os.path.join(HERE, "..", "..", "bench", "results")
+    for name in sorted(os.listdir(results)):
+        if name.endswith(".json"):
+            doc = json.load(open(os.path.join(results, name)))
+            assert set(doc["provenance"]) == {"commit", "machine", "command"}, name
+            assert all(doc["provenance"].values()), name

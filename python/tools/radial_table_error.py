@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Design study (session 11): how closely would a uniform cubic-Hermite table of the radial MLP reproduce it?
+"""Design study: how closely would a uniform cubic-Hermite table of the radial MLP reproduce it?
 
 For each layer of a model file, R(d) = W2 . silu(W1 . B(d) + b1) (docs/model.md, without the envelope, which stays
 analytic) is tabulated at NI + 1 nodes on [0, r_c] with its exact derivative; the script reports the largest error of

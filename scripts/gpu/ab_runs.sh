@@ -1,10 +1,12 @@
-# Sourced by md_ab.sh, check_and_bench.sh and warm_check.sh: same-build MD A/B runs, and the MD benchmark in the
-# time a device call has left.
+# Sourced by md_ab.sh and warm_check.sh: MD comparison runs in one device call, and the MD benchmark in the time a
+# device call has left.
 #   ab_runs "VAR=V[+VAR=V]:name ..." CASES TIMEOUT DIR
-# runs each setting on CASES (bench/md/run_md_bench.sh's atoms:rx:ry:rz:steps:precision list, no PyTorch reference)
+# runs each entry on CASES (bench/md/run_md_bench.sh's atoms:rx:ry:rz:steps:precision list, no PyTorch reference)
 # in a process of its own with those variables set, into DIR/name (log DIR/name.log), at most TIMEOUT seconds each;
-# reports through the caller's say() the liblammps each run loads (an entry may set LD_LIBRARY_PATH to a saved build)
-# and its md_raw.txt line. Needs LMP; stops early where the caller defines ab_time_ok and it fails.
+# reports through the caller's say() the liblammps each run loads and its md_raw.txt line. An entry that sets
+# LD_LIBRARY_PATH to a saved liblammps (md_ab.sh BATMOBILE_MD_SAVE_LIB) runs that build: old and new builds
+# alternate in one call; a dummy X=N entry repeats the current build. Needs LMP; stops early where the caller
+# defines ab_time_ok and it fails.
 ab_runs() {
   local ab name vars
   wait_gpu_idle 30
@@ -38,8 +40,8 @@ md_bench_with_time_left() {
 }
 
 # wait_gpu_idle MAX_S: waits (at most MAX_S seconds) until no process holds GPU 0, so that timings run alone; says
-# what still holds it if the wait runs out. Without nvidia-smi it returns at once. (In session 20 the benchmark's
-# first run started while the tests that warm_check.sh's timeout had just stopped still held 32.7 GB of the GPU.)
+# what still holds it if the wait runs out. Without nvidia-smi it returns at once. (Test processes that a timeout
+# has just stopped can hold GPU memory for a while.)
 wait_gpu_idle() {
   command -v nvidia-smi > /dev/null || return 0
   local t apps

@@ -33,21 +33,9 @@ KPID=$!
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
 source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; exit 1; }
 say "LAMMPS built; MD benchmark on GPU 0"
-# GPU 0: the benchmark, then the A/B runs of BATMOBILE_CHECK_AB ("VAR=V[+VAR=V]:name ...", each 648 atoms x 1,000
-# steps and 10,368 x 100 in a process of its own, into OUTDIR/ab, while the time lasts; scripts/gpu/ab_runs.sh): one
-# build measures its own switches
-source scripts/gpu/ab_runs.sh
-ab_time_ok() { [ "$(left)" -gt 45 ]; }
-md_then_ab() {  # (in the background: the export stays in its subshell)
-  export CUDA_VISIBLE_DEVICES=0
+( export CUDA_VISIBLE_DEVICES=0
   BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$(budget 10)" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
-  local rc=$?
-  mkdir -p "$OUT/ab"
-  ab_runs "${BATMOBILE_CHECK_AB:-}" "648:1:1:1:1000:single 10368:2:2:4:100:single" 40 "$OUT/ab"
-  return $rc
-}
-md_then_ab &
+    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 ) &
 MDP=$!
 wait $KPID || { say "kernel tests: build failed or timed out (build_kernels.log)"; rc=1; }
 for t in "${KTESTS[@]}"; do

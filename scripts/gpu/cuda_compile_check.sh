@@ -2,11 +2,10 @@
 # CUDA compile check without a GPU (here, before spending device time): nvcc must be installed (/usr/local/cuda).
 #   1. configures build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos, sm_90, ptxas verbose) once;
 #   2. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA against the LAMMPS
-#      sources (~20 s): host-only builds accept code that nvcc rejects (session 13: a reducer with a host result
-#      space over a device view failed the H200's LAMMPS build after the OpenMP tests had passed). As C++14, against a
-#      Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only, ~2 s once): the CUDA LAMMPS build
-#      compiles its sources so (session 16: std::optional in the pair style failed the H200 build; a C++17 check had
-#      passed it);
+#      sources (~20 s): host-only builds accept code that nvcc rejects (e.g. a reducer with a host result space over
+#      a device view). As C++14, against a Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only,
+#      ~2 s once): the CUDA LAMMPS build compiles its sources so (a C++17 check passes std::optional, which that build
+#      rejects);
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float and _double, model_device_float; ~3 min on
 #      2 cores)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts

@@ -5,8 +5,6 @@
 # (BATMOBILE_QUICK_CASES, space-separated N:k:C, default "1000:20:32 10000:30:64"; radial modes 0, 1 and 2);
 # BATMOBILE_QUICK_NCU=REGEX: also an Nsight Compute report (launch, occupancy, scheduler and warp-state sections)
 # of the first BATMOBILE_QUICK_NCU_COUNT (default 1) kernels matching REGEX in the first case;
-# BATMOBILE_QUICK_AB="VAR=VAL:name ...": the bench once more per setting, in its own process (e.g.
-# "BATMOBILE_SHMEM_CARVEOUT=50:carve50": a carveout stays set for the rest of a process), to OUTDIR/bench_NAME_*.jsonl;
 # BATMOBILE_QUICK_E3NN=1: then bench/run_gpu_bench.sh with this build's benchmark (e3nn 0.6 cross-check and timings
 # in the same run, BATMOBILE_BENCH_REPS default 20 here; writes bench/results/kernels_h200.json, ~1.5 min more;
 # set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings);
@@ -15,7 +13,7 @@
 # on BATMOBILE_QUICK_AB_CASES (default the quick cases) into OUTDIR/ab_{base,new}_CASE.jsonl;
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
-# changed). BATMOBILE_QUICK_AB settings may join several variables with '+' ("A=1+B=2:name").
+# changed).
 # Logs go to OUTDIR.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
@@ -77,14 +75,6 @@ if [ -n "$BB" ]; then
   done
   say "A/B done"
 fi
-for ab in ${BATMOBILE_QUICK_AB:-}; do
-  for c in "${CASES[@]}"; do
-    IFS=+ read -r -a abvars <<<"${ab%%:*}"
-    env "${abvars[@]}" "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
-      --out "$OUT/bench_${ab#*:}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
-    echo "== ${ab%%:*}"; cat "$OUT/bench_${ab#*:}_${c//:/_}.jsonl"
-  done
-done
 if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
   # Kokkos launches every kernel through one wrapper function: match the demangled name (functor and tag)
   ncu --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \

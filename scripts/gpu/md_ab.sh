@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on any GPU kind (one GPU is enough; repo root, .carry/ carried): builds LAMMPS + KOKKOS(CUDA) with
-# Batmobile (scripts/build_lammps.sh, ~380 s on 16 cores), then, on GPU 0 with nothing else running,
-#   1. the same-call MD A/B runs listed in BATMOBILE_MD_AB ("VAR=VALUE[+VAR=VALUE]:name ...", ':name' required;
+# Batmobile (scripts/build_lammps.sh), then, on GPU 0 with nothing else running,
+#   1. the same-call MD comparison runs listed in BATMOBILE_MD_AB ("VAR=VALUE[+VAR=VALUE]:name ...", ':name' required;
 #      each runs BATMOBILE_MD_AB_CASES, default 648 atoms x 1,000 steps and 10,368 x 100, fp32 kernels, no
 #      reference; 40 s limit each), then those in BATMOBILE_MD_AB_LARGE on BATMOBILE_MD_AB_LARGE_CASES (default
 #      97,200 atoms x 30 steps; 45 s limit each; names distinct from the first list's),
@@ -14,11 +14,13 @@
 #   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
 #      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
 #      launches) into OUTDIR/gpu_profile_<atoms>.txt.
-# Prints each A/B run's md_raw.txt line (atoms, exit code, steps/s, MB, ..., precision) and the benchmark's, and packs
-# OUTDIR into OUTDIR.tgz (the device tool brings back a limited number of files). Session 12 took its role A/B and
-# md_h200.json this way (the 2-GPU kind was not lent then).
-#   BATMOBILE_MD_AB="BATMOBILE_EMBEDDING_LAYER=0+BATMOBILE_SCALAR_OUTPUT_LAYER=0:general X=1:default" \
-#     scripts/gpu/md_ab.sh OUTDIR
+# Prints each comparison run's md_raw.txt line (atoms, exit code, steps/s, MB, ..., precision) and the benchmark's,
+# and packs OUTDIR into OUTDIR.tgz (the device tool brings back a limited number of files); bench/md/collect_ab_runs.py
+# turns OUTDIR/md_ab.out into one JSON with each setting's mean and standard error.
+# Old against new build in one call (the machine stays warm between the two calls):
+#   call 1, old tree:  BATMOBILE_MD_SAVE_LIB=/tmp/old_lib BATMOBILE_MD_AB_DEADLINE_S=0 scripts/gpu/md_ab.sh OUTDIR
+#   call 2, new tree:  BATMOBILE_MD_AB="LD_LIBRARY_PATH=/tmp/old_lib:old1 X=1:new1 LD_LIBRARY_PATH=/tmp/old_lib:old2 X=2:new2" \
+#                      scripts/gpu/md_ab.sh OUTDIR
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: md_ab.sh OUTDIR}" && cd "$1" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
@@ -92,8 +94,8 @@ fi
 if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
   # BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...": an Nsight Systems timeline (CUDA API and GPU work, no CPU sampling)
   # of each case after 20 warm-up steps, exported as CSV: every GPU operation's start and duration
-  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv); analyse with
-  # bench/profile/nsys_step_gaps.py. Skipped where no nsys is installed.
+  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv). Skipped where no nsys is
+  # installed.
   NSYS=$(command -v nsys || ls -d /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n1)
   if [ -z "$NSYS" ]; then say "no nsys found"; else
     for c in $BATMOBILE_MD_NSYS; do

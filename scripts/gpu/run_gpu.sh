@@ -80,7 +80,7 @@ else
 fi
 
 {
-  # the device copy's .git can lag the copied tree (seen on the H200, 2026-11-29): the sources' content hash says
+  # the device copy's .git can lag the copied tree: the sources' content hash says
   # which code ran
   SRC_HASH=$(find src bench tests -type f \( -name '*.hpp' -o -name '*.h' -o -name '*.cpp' \) -print0 | sort -z |
     xargs -0 sha1sum | sha1sum | cut -c1-12)

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Second device call on a machine still warm from scripts/gpu/md_ab.sh (which built LAMMPS + KOKKOS(CUDA) into
 # BATMOBILE_CACHE; repo root, .carry/ carried): configures and builds the CUDA test tree against that LAMMPS build
-# (~400-510 s on 16 cores), runs the whole CTest on the GPU (~125 s: kernel tests, model tests, LAMMPS-level tests),
+# (~300 s on 16 cores), runs the whole CTest on the GPU (~110 s: kernel tests, model tests, LAMMPS-level tests),
 # then the MD throughput benchmark (bench/md/run_md_bench.sh, BATMOBILE_MD_CASES as there) with the time left before
-# BATMOBILE_WARM_DEADLINE_S (default 585 s after the start); where both do not fit, CTest gets the time. Session 19
-# ran these steps as one inline command.
+# BATMOBILE_WARM_DEADLINE_S (default 585 s after the start); where both do not fit, CTest gets the time.
 # Logs and OUTDIR/md go to OUTDIR, packed into OUTDIR.tgz. Exit status: CTest's.
 #   scripts/gpu/warm_check.sh OUTDIR
 set -uo pipefail
@@ -26,13 +25,13 @@ cmake --build "$TB" -j "$(nproc)" > "$OUT/build_tests.log" 2>&1 || say "test tre
 say "test tree built"
 source scripts/gpu/ab_runs.sh
 slowest_build_steps "$TB" "$OUT/build_tests_slowest.txt"
-# The tests come first: the benchmark keeps its 60 s only where CTest still gets the ~125 s it needs (session 20)
+# The tests come first: the benchmark keeps its 60 s only where CTest still gets the ~125 s it needs
 LEFT=$(( DEADLINE - ($(date +%s) - T0) )); CT=$(( LEFT - 60 ))
 [ "$CT" -ge 130 ] || CT=$(( LEFT - 5 ))
 [ "$CT" -ge 30 ] || CT=30
 timeout "$CT" ctest --test-dir "$TB" -j 4 --timeout 300 > "$OUT/ctest_all.log" 2>&1
 rc=$?
-[ "$rc" = 124 ] && say "ctest stopped after ${CT}s, the time left: not every test ran (session 20: the test tree took 507 s)"
+[ "$rc" = 124 ] && say "ctest stopped after ${CT}s, the time left: not every test ran"
 say "ctest exit $rc: $(grep -E "tests passed|tests failed" "$OUT/ctest_all.log" | tail -n1)"
 md_bench_with_time_left 45
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"

@@ -1,35 +1,30 @@
 #!/usr/bin/env bash
-# The GPU runs of a session as two calls of <= 10 minutes on one warm 2-GPU machine (repo root, .carry/ carried):
-#   scripts/gpu/md_session.sh start  OUTDIR [WALL_S]   builds LAMMPS+KOKKOS(CUDA) (3-5 min); with WALL_S > 0 starts
-#       the 216-water NVT run (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels,
-#       `timer timeout WALL_S`) in its own process session on the last GPU, so that it outlives this call; runs
-#       the MD throughput benchmark (bench/md) on GPU 0 while the test suite builds (run_gpu.sh, no ctest yet);
-#       then the A/B MD runs listed in BATMOBILE_MD_AB ("VAR=VALUE:name ...", e.g.
-#       "BATMOBILE_RADIAL_MODE=0:md_radial0"; none by default). run_gpu.sh must not rebuild LAMMPS here:
-#       relinking liblammps.so under the running benchmark made its later cases fail to start (H200, 2026-11-29).
-#   scripts/gpu/md_session.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
-#       benchmark (bench/run_gpu_bench.sh; BATMOBILE_SESSION_KBENCH_AB="VAR=VAL:name ...": also a same-run kernel
-#       A/B per setting), the NVE energy-drift run (BATMOBILE_SESSION_NVE=0: none) and a
-#       per-kernel profile (bench/profile) run on GPU 0; then waits at most MAXWAIT_S (default 420) for the tests
-#       and the water run and copies the water log, RDFs and analysis (results/gOO.png, summary.json) and restart
-#       files to OUTDIR.
+# The full GPU run (build, benchmark, all tests, kernel benchmark, NVE drift, profiles and, optionally, the 216-water
+# RDF production run) as two calls of <= 10 minutes on one warm 2-GPU machine (repo root, .carry/ carried):
+#   scripts/gpu/full_run.sh start  OUTDIR [WALL_S]   builds LAMMPS+KOKKOS(CUDA); with WALL_S > 0 starts the 216-water
+#       NVT run (examples/lammps_inputs/water216, full: 10 ps + 50 ps, single-precision kernels, `timer timeout
+#       WALL_S`) in its own process session on the last GPU, so that it outlives this call; runs the MD throughput
+#       benchmark (bench/md) on GPU 0 while the test suite builds (run_gpu.sh, no ctest yet). run_gpu.sh must not
+#       rebuild LAMMPS here: relinking liblammps.so under the running benchmark makes its later cases fail to start.
+#   scripts/gpu/full_run.sh finish OUTDIR [MAXWAIT_S] the test suite (ctest) on the last GPU while the kernel
+#       benchmark (bench/run_gpu_bench.sh), the NVE energy-drift run (BATMOBILE_FULL_NVE=0: none) and a per-kernel
+#       profile (bench/profile) run on GPU 0; BATMOBILE_FULL_FIT="rx:ry:rz ...": the largest-box search on GPU 0
+#       with the time left; then waits at most MAXWAIT_S (default 420) for the tests and the water run and copies
+#       the water log, RDFs, analysis (results/gOO.png, summary.json) and restart files to OUTDIR.
 # With one GPU everything shares GPU 0 (the benchmark numbers then include the other jobs' load).
-# State between the two calls: $BATMOBILE_CACHE (default /tmp/batmobile-cache) and /tmp/bm_session.
-# Durations seen on the H200 (2026-11-29): LAMMPS build 186-293 s, test build ~250 s, MD bench <= 270 s (so start
-# ~570 s without A/B runs: 60 s each); finish: ctest ~125 s beside kernel bench 93 s + NVE 90 s + profile 10 s.
+# State between the two calls: $BATMOBILE_CACHE (default /tmp/batmobile-cache) and /tmp/bm_full_run.
 set -uo pipefail
-MODE=${1:?usage: md_session.sh start|finish OUTDIR [seconds]}
-OUT=$(mkdir -p "${2:?usage: md_session.sh start|finish OUTDIR [seconds]}" && cd "$2" && pwd)
+MODE=${1:?usage: full_run.sh start|finish OUTDIR [seconds]}
+OUT=$(mkdir -p "${2:?usage: full_run.sh start|finish OUTDIR [seconds]}" && cd "$2" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-S=/tmp/bm_session; mkdir -p "$S"
+S=/tmp/bm_full_run; mkdir -p "$S"
 NG=$(nvidia-smi -L 2>/dev/null | wc -l); LAST=$(( NG > 1 ? NG - 1 : 0 ))
 KK=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
 gpu_name() { nvidia-smi -i "$1" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1; }
-T0=$(date +%s); say() { echo "[md_session $MODE +$(( $(date +%s) - T0 ))s] $*"; }
-# OUTDIR is also packed into OUTDIR.tgz at the end: the device tool brings back a limited number of files (session 11
-# lost a finish call's kernel A/B rows and profiles that way)
+T0=$(date +%s); say() { echo "[full_run $MODE +$(( $(date +%s) - T0 ))s] $*"; }
+# OUTDIR is also packed into OUTDIR.tgz at the end: the device tool brings back a limited number of files
 pack_out() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && say "packed $OUT.tgz"; }
 
 if [ "$MODE" = start ]; then
@@ -46,10 +41,8 @@ if [ "$MODE" = start ]; then
       > "$S/water216.out" 2>&1 < /dev/null &
     echo $! > "$S/water.pid"
   fi
-  # what is left of this call's 10 minutes (the LAMMPS build alone has taken 3-5 min) goes to the MD benchmark
-  # (less 60 s for each A/B run below)
-  NAB=$(wc -w <<<"${BATMOBILE_MD_AB:-}")
-  LEFT=$(( 560 - 60 * NAB - ($(date +%s) - T0) )); [ "$LEFT" -lt 60 ] && LEFT=60; [ "$LEFT" -gt 270 ] && LEFT=270
+  # what is left of this call's 10 minutes after the LAMMPS build goes to the MD benchmark
+  LEFT=$(( 560 - ($(date +%s) - T0) )); [ "$LEFT" -lt 60 ] && LEFT=60; [ "$LEFT" -gt 270 ] && LEFT=270
   say "MD benchmark on GPU 0 (at most ${LEFT}s); tests build meanwhile (nice)"
   CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=90 timeout "$LEFT" \
     bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
@@ -58,15 +51,6 @@ if [ "$MODE" = start ]; then
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-$LEFT} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
   wait $MDP
   cp "$OUT/md/md_h200.json" bench/results/md_h200.json 2>/dev/null
-  # A/B MD runs on 648 and 10,368 atoms, one per environment setting in BATMOBILE_MD_AB
-  # (several variables joined by '+', e.g. "BATMOBILE_MD_RANKS=2+CUDA_VISIBLE_DEVICES=0,1:md_ranks2")
-  for ab in ${BATMOBILE_MD_AB:-}; do
-    say "A/B: MD with ${ab%%:*}"
-    IFS=+ read -r -a abvars <<<"${ab%%:*}"
-    CUDA_VISIBLE_DEVICES=0 env "${abvars[@]}" BATMOBILE_MD_CASES="648:1:1:1:1000:single 10368:2:2:4:100:single" \
-      BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 timeout 60 bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt \
-      "$OUT/${ab#*:}" > "$OUT/${ab#*:}.log" 2>&1
-  done
   pack_out; say "done"; cat "$OUT/tests/summary.txt" 2>/dev/null; tail -n 12 "$OUT/md_bench.log"; tail -n 3 "$S/water216/log.lammps" 2>/dev/null
   exit 0
 fi
@@ -83,23 +67,8 @@ say "test suite on GPU $LAST (background)"
     --output-junit "$OUT/ctest.xml" > "$OUT/ctest.log" 2>&1 ) &
 CTP=$!
 say "kernel benchmark"
-# BATMOBILE_SESSION_KBENCH_ENV="VAR=VAL ...": for the kernel benchmark only (e.g. its A/B rows
-# "BATMOBILE_CONV_STAGED=0 BATMOBILE_ADJ_MIN_BLOCKS=0"; the tests beside it keep the defaults)
-env ${BATMOBILE_SESSION_KBENCH_ENV:-} BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" \
-  > "$OUT/kbench.log" 2>&1
-# BATMOBILE_SESSION_KBENCH_AB="VAR=VAL:name ...": the kernel benchmark's radial-mode-2 rows once without and once
-# with each setting, back to back on GPU 0, into OUTDIR/kbench_ab_{plain,NAME}_CASE.jsonl (a same-run kernel A/B;
-# one file per case: the benchmark's --out starts its file afresh)
-for c in ${BATMOBILE_SESSION_KBENCH_AB:+1000:20:32 10000:30:64}; do
-  timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
-    --out "$OUT/kbench_ab_plain_${c//:/_}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
-  for ab in $BATMOBILE_SESSION_KBENCH_AB; do
-    IFS=+ read -r -a abvars <<<"${ab%%:*}"  # several variables joined by '+', as in BATMOBILE_MD_AB
-    env "${abvars[@]}" timeout 60 "$B/bench/batmobile_bench" --cases "$c" --radial-mode 2 --reps 20 \
-      --out "$OUT/kbench_ab_${ab#*:}_${c//:/_}.jsonl" >> "$OUT/kbench_ab.log" 2>&1
-  done
-done
-if [ "${BATMOBILE_SESSION_NVE:-1}" = 1 ]; then
+BATMOBILE_TEST_BUILD=$B timeout 240 bench/run_gpu_bench.sh "$OUT/kbench" > "$OUT/kbench.log" 2>&1
+if [ "${BATMOBILE_FULL_NVE:-1}" = 1 ]; then
   say "NVE drift run"
   BATMOBILE_DEVICE_NAME="$(gpu_name 0)" timeout 200 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/nve" nve -var prec single "${KK[@]}" \
     > "$OUT/nve.log" 2>&1
@@ -113,12 +82,12 @@ for c in 648:1:1:1:200 10368:2:2:4:40; do
     timeout 120 "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log "$OUT/profile_$n.log" -screen none -var data "$DATA" \
     -var pot potentials/water_dft.pt -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 -var prec single
 done
-# BATMOBILE_SESSION_FIT="rx:ry:rz ...": the largest-box search (run_md_bench.sh BATMOBILE_MD_FIT) on GPU 0 with
+# BATMOBILE_FULL_FIT="rx:ry:rz ...": the largest-box search (run_md_bench.sh BATMOBILE_MD_FIT) on GPU 0 with
 # what is left of MAXWAIT, beside the tests; OUTDIR/fit/md_h200.json
-if [ -n "${BATMOBILE_SESSION_FIT:-}" ]; then
+if [ -n "${BATMOBILE_FULL_FIT:-}" ]; then
   LEFT=$(( MAXWAIT - 10 - ($(date +%s) - T0) ))
-  say "largest-box search ${BATMOBILE_SESSION_FIT} (at most ${LEFT}s)"
-  BATMOBILE_MD_CASES=" " BATMOBILE_MD_FIT="$BATMOBILE_SESSION_FIT" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
+  say "largest-box search ${BATMOBILE_FULL_FIT} (at most ${LEFT}s)"
+  BATMOBILE_MD_CASES=" " BATMOBILE_MD_FIT="$BATMOBILE_FULL_FIT" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
     BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-200} timeout "$LEFT" \
     bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/fit" > "$OUT/fit.log" 2>&1
   tail -n 8 "$OUT/fit.log"
@@ -133,7 +102,7 @@ if [ -n "$PID" ]; then
   kill -0 "$PID" 2>/dev/null && say "water216 still running: copying its partial output (analyse with analyze_rdf.py)"
   mkdir -p "$OUT/water216"
   cp "$S/water216.out" "$S/water216/"log*.lammps "$S/water216/"rdf*.dat "$OUT/water216/" 2>/dev/null
-  # restart files (~60 KB each) so that a later session can continue the run: run.sh LMP OUT continue FILE
+  # restart files (~60 KB each) so that a later call can continue the run: run.sh LMP OUT continue FILE
   cp "$S/water216/"water216_final.restart "$S/water216/"water216.restart.? "$OUT/water216/" 2>/dev/null
   cp -r "$S/water216/results" "$OUT/water216/" 2>/dev/null
 fi
