@@ -218,8 +218,9 @@ int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
   } else if (strcmp(arg[0], "graph_team") == 0) {
     if (narg < 2) error->all(FLERR, "pair_style batmobile/kk: 'graph_team' needs auto or a thread count");
     char *end = nullptr;
-    const long n = strcmp(arg[1], "auto") == 0 ? 0 : std::strtol(arg[1], &end, 10);
-    if ((end && (*end != '\0' || end == arg[1])) || n < 0 || n > 1024)
+    const bool is_auto = strcmp(arg[1], "auto") == 0;
+    const long n = is_auto ? 0 : std::strtol(arg[1], &end, 10);
+    if (!is_auto && (*end != '\0' || end == arg[1] || n < 1 || n > 1024))
       error->all(FLERR, "pair_style batmobile/kk: unknown graph_team '{}' (use auto or a thread count 1 to 1024)",
                  arg[1]);
     graph_team_choice = static_cast<int>(n);
