@@ -1,8 +1,11 @@
 // Validation of a Batmobile model file (header JSON, hyperparameters, tensor shapes). No libtorch here.
 #include "model/model_file.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -127,6 +130,138 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return o.str();
 }
 
+// FIPS 180-4 SHA-256. The round constants and initial state are the first 32 fraction bits of the cube roots of
+// the first 64 primes and of the square roots of the first 8 (computed once; double precision is ample).
+class Sha256 {
+ public:
+  Sha256() {
+    const auto& c = constants();
+    std::copy(c.h0.begin(), c.h0.end(), h_.begin());
+  }
+  void update(const unsigned char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      block_[fill_++] = p[i];
+      if (fill_ == 64) {
+        compress();
+        fill_ = 0;
+      }
+    }
+    bits_ += 8 * static_cast<uint64_t>(n);
+  }
+  void update(const std::string& s) { update(reinterpret_cast<const unsigned char*>(s.data()), s.size()); }
+  std::string hex() {
+    const uint64_t bits = bits_;
+    const unsigned char one = 0x80, zero = 0;
+    update(&one, 1);
+    while (fill_ != 56) update(&zero, 1);
+    unsigned char len[8];
+    for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>(bits >> (56 - 8 * k));
+    update(len, 8);
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (uint32_t w : h_)
+      for (int k = 7; k >= 0; --k) out += digits[(w >> (4 * k)) & 15];
+    return out;
+  }
+
+ private:
+  struct Constants {
+    std::array<uint32_t, 64> k;
+    std::array<uint32_t, 8> h0;
+  };
+  static const Constants& constants() {
+    static const Constants c = [] {
+      Constants out{};
+      auto frac32 = [](double v) { return static_cast<uint32_t>(std::ldexp(v - std::floor(v), 32)); };
+      int found = 0;
+      for (int n = 2; found < 64; ++n) {
+        bool prime = true;
+        for (int d = 2; d * d <= n; ++d) prime &= n % d != 0;
+        if (!prime) continue;
+        out.k[found] = frac32(std::cbrt(static_cast<double>(n)));
+        if (found < 8) out.h0[found] = frac32(std::sqrt(static_cast<double>(n)));
+        ++found;
+      }
+      return out;
+    }();
+    return c;
+  }
+  static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+  void compress() {
+    const auto& k = constants().k;
+    uint32_t w[64];
+    for (int t = 0; t < 16; ++t)
+      w[t] = uint32_t(block_[4 * t]) << 24 | uint32_t(block_[4 * t + 1]) << 16 | uint32_t(block_[4 * t + 2]) << 8 |
+             uint32_t(block_[4 * t + 3]);
+    for (int t = 16; t < 64; ++t) {
+      const uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+      const uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+      w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+    }
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+    for (int t = 0; t < 64; ++t) {
+      const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[t] + w[t];
+      const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    const uint32_t v[8] = {a, b, c, d, e, f, g, h};
+    for (int i = 0; i < 8; ++i) h_[i] += v[i];
+  }
+  std::array<uint32_t, 8> h_{};
+  unsigned char block_[64] = {};
+  size_t fill_ = 0;
+  uint64_t bits_ = 0;
+};
+
+}  // namespace
+
+std::string sha256_hex(const unsigned char* data, size_t size) {
+  Sha256 h;
+  h.update(data, size);
+  return h.hex();
+}
+
+std::string tensors_checksum(std::vector<RawTensor> tensors) {
+  std::sort(tensors.begin(), tensors.end(), [](const RawTensor& a, const RawTensor& b) { return a.name < b.name; });
+  Sha256 h;
+  for (const auto& t : tensors) {
+    std::string head = t.name + "\n" + t.dtype + "\n[";
+    for (size_t i = 0; i < t.shape.size(); ++i) head += (i ? "," : "") + std::to_string(t.shape[i]);
+    h.update(head + "]\n");
+    h.update(t.bytes.data(), t.bytes.size());
+  }
+  return h.hex();
+}
+
+namespace {
+// The header's "checksum" ("sha256:<64 hex digits>") against mf.tensors_sha256 (see validate_model_file).
+template <class Field>
+void check_checksum(ModelFile& mf, const Field* stored, const std::string& where) {
+  if (!stored) {
+    mf.checksum = ChecksumState::kAbsent;
+    return;
+  }
+  const std::string prefix = "sha256:";
+  if (stored->kind != JsonValue::String || stored->str.compare(0, prefix.size(), prefix) != 0 ||
+      stored->str.size() != prefix.size() + 64)
+    throw std::runtime_error(where + "header 'checksum' is not \"sha256:<64 hex digits>\"");
+  if (mf.tensors_sha256.empty()) {
+    mf.checksum = ChecksumState::kNotComputed;
+    return;
+  }
+  if (stored->str.substr(prefix.size()) != mf.tensors_sha256)
+    throw std::runtime_error(where + "the weights do not match the file's checksum (stored " + stored->str +
+                             ", computed sha256:" + mf.tensors_sha256 +
+                             "): the weights are corrupted or altered; re-export the model file");
+  mf.checksum = ChecksumState::kVerified;
+}
 }  // namespace
 
 int count_paths(int L) {
@@ -260,6 +395,7 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
     }
   }
   mf.E_ref = mf.tensors.at("E_ref").values;
+  check_checksum(mf, field("checksum"), where);
 }
 
 std::vector<int> map_species(const ModelHyper& hyper, const std::vector<std::string>& names) {

@@ -1,5 +1,6 @@
 // Batmobile model file (docs/model.md "Model file", version 1): host-side data, no libtorch and no Kokkos here.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -33,12 +34,34 @@ struct HostTensor {
   std::vector<double> values;  // row-major, converted to double
 };
 
+// A buffer as stored in the file, the input of the tensors checksum: dtype as PyTorch names it without "torch."
+// (float64, float32, int64, uint8, ...), bytes row-major little-endian.
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> bytes;
+};
+
+// The header's "checksum" against the file's tensors: kVerified (equal), kAbsent (a file written before
+// exporters stored one), kNotComputed (validate_model_file was given no tensors_sha256 to compare with).
+enum class ChecksumState { kNotComputed, kAbsent, kVerified };
+
 struct ModelFile {
   std::string path;
   ModelHyper hyper;
   std::vector<double> E_ref;
   std::map<std::string, HostTensor> tensors;  // the named buffers (meta.* included)
+  std::string tensors_sha256;  // tensors_checksum of the file's buffers (hex), set by the reader
+  ChecksumState checksum = ChecksumState::kNotComputed;
 };
+
+// SHA-256 of `size` bytes, as 64 lowercase hex digits (FIPS 180-4).
+std::string sha256_hex(const unsigned char* data, size_t size);
+
+// The model file's tensors checksum: SHA-256 over every buffer except meta.header_json (which carries it), in
+// ascending byte order of the names; each buffer contributes the UTF-8 text "<name>\n<dtype>\n[<d0>,<d1>,...]\n"
+// ("[]" for a scalar) followed by its data bytes. python/batmobile/export.py computes the same.
+std::string tensors_checksum(std::vector<RawTensor> tensors);
 
 // Number of natural-parity paths (l1, l2, l3) with all l <= L.
 int count_paths(int L);
@@ -47,8 +70,10 @@ int count_paths(int L);
 // Throws std::runtime_error naming the file and the problem (missing, unreadable, wrong format/version/shape).
 ModelFile load_model_file(const std::string& path);
 
-// Fills `hyper` from meta.header_json and meta.<key> buffers and checks every tensor shape. Throws
-// std::runtime_error. Split from the torch reader so that validation is testable without files.
+// Fills `hyper` from meta.header_json and meta.<key> buffers and checks every tensor shape; compares the header's
+// "checksum" ("sha256:<hex>") with mf.tensors_sha256 where that is set (mf.checksum says the outcome). Throws
+// std::runtime_error (a checksum mismatch: the weights are corrupted or altered). Split from the torch reader so
+// that validation is testable without files.
 void validate_model_file(ModelFile& mf, const std::string& header_json);
 
 // Returns the index of each LAMMPS type's species name (-1 for "NULL"); throws on unknown names.

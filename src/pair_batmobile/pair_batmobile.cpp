@@ -83,7 +83,9 @@ struct PairBatmobile::Impl {
 PairBatmobile::PairBatmobile(LAMMPS *lmp) : Pair(lmp), impl(new Impl)
 {
   restartinfo = 0;
-  one_coeff = 1;
+  // one pair_coeff * * call maps all types; LAMMPS's own check of that (one_coeff = 1) only says "Incorrect args",
+  // coeff() says what is expected
+  one_coeff = 0;
   manybody_flag = 1;
   single_enable = 0;
   no_virial_fdotr_compute = 1;    // the virial comes from per-edge tallies
@@ -114,34 +116,41 @@ void PairBatmobile::settings(int narg, char **arg)
   int iarg = 0;
   while (iarg < narg) {
     if (strcmp(arg[iarg], "precision") == 0) {
-      if (iarg + 1 >= narg) error->all(FLERR, "pair_style batmobile: 'precision' needs 'single' or 'double'");
-      if (strcmp(arg[iarg + 1], "single") == 0)
-        single_precision = true;
-      else if (strcmp(arg[iarg + 1], "double") == 0)
-        single_precision = false;
-      else
-        error->all(FLERR, "pair_style batmobile: unknown precision '{}' (use single or double)", arg[iarg + 1]);
+      single_precision = keyword_choice(narg - iarg, arg + iarg, {"double", "single"}) == 1;
       iarg += 2;
     } else if (strcmp(arg[iarg], "kernels") == 0) {
-      if (iarg + 1 >= narg) error->all(FLERR, "pair_style batmobile: 'kernels' needs 'fused' or 'reference'");
-      if (strcmp(arg[iarg + 1], "fused") == 0)
-        kernels_choice = 0;
-      else if (strcmp(arg[iarg + 1], "reference") == 0)
-        kernels_choice = 1;
-      else
-        error->all(FLERR, "pair_style batmobile: unknown kernels '{}' (use fused or reference)", arg[iarg + 1]);
+      kernels_choice = keyword_choice(narg - iarg, arg + iarg, {"fused", "reference"});
       iarg += 2;
     } else if (const int used = settings_keyword(narg - iarg, arg + iarg)) {
       iarg += used;
     } else {
-      error->all(FLERR, "pair_style batmobile: unknown keyword '{}' (usage: {})", arg[iarg], settings_usage());
+      error->all(FLERR, "pair_style {}: unknown keyword '{}' (usage: {})", style_label(), arg[iarg],
+                 settings_usage());
     }
   }
+}
+
+int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::string> &values)
+{
+  std::string choices;
+  for (size_t k = 0; k < values.size(); ++k)
+    choices += (k == 0 ? "" : k + 1 == values.size() ? " or " : ", ") + values[k];
+  if (narg < 2) error->all(FLERR, "pair_style {}: '{}' needs {}", style_label(), arg[0], choices);
+  for (size_t k = 0; k < values.size(); ++k)
+    if (values[k] == arg[1]) return static_cast<int>(k);
+  error->all(FLERR, "pair_style {}: unknown {} '{}' (use {})", style_label(), arg[0], arg[1], choices);
+  return -1;
 }
 
 const char *PairBatmobile::settings_usage() const
 {
   return "pair_style batmobile [precision double|single] [kernels fused|reference]";
+}
+
+std::string PairBatmobile::launch_settings() const
+{
+  return fmt::format("precision {}, kernels {}", single_precision ? "single" : "double",
+                     kernels_choice == 1 ? "reference" : "fused");
 }
 
 void PairBatmobile::load_model(const std::string &path)
@@ -151,7 +160,16 @@ void PairBatmobile::load_model(const std::string &path)
   try {
     mf = batmobile::load_model_file(path);
   } catch (const std::exception &e) {
-    error->all(FLERR, "pair_style batmobile: {}", e.what());
+    error->all(FLERR, "pair_coeff {}: {}", style_label(), e.what());
+  }
+  if (comm->me == 0) {
+    if (mf.checksum == batmobile::ChecksumState::kVerified)
+      utils::logmesg(lmp, "pair_coeff {}: model file '{}': weights checksum verified (sha256 {})\n", style_label(),
+                     path, mf.tensors_sha256.substr(0, 16));
+    else
+      error->warning(FLERR, "pair_coeff {}: model file '{}' carries no weights checksum, so corrupted weights would "
+                     "go unnoticed; add one with: python -m batmobile.export --add-checksum {} NEW.pt",
+                     style_label(), path, path);
   }
   model_path = path;
   r_c = mf.hyper.r_c;
@@ -162,7 +180,7 @@ void PairBatmobile::load_model(const std::string &path)
   try {
     build_models(mf);
   } catch (const std::exception &e) {
-    error->all(FLERR, "pair_style batmobile: cannot set up the model from '{}': {}", path, e.what());
+    error->all(FLERR, "pair_coeff {}: cannot set up the model from '{}': {}", style_label(), path, e.what());
   }
   type_species.assign(atom->ntypes + 1, -1);
 }
@@ -184,11 +202,14 @@ void PairBatmobile::coeff(int narg, char **arg)
 {
   if (!allocated) allocate();
   const int ntypes = atom->ntypes;
+  const std::string usage = fmt::format("use 'pair_coeff * * model.pt' followed by one model species name (or NULL) "
+                                        "per LAMMPS atom type, {} names for this system", ntypes);
+  if (narg < 2 || strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
+    error->all(FLERR, "pair_coeff {}: one model covers all type pairs: {}; got type ranges '{} {}'", style_label(),
+               usage, narg > 0 ? arg[0] : "", narg > 1 ? arg[1] : "");
   if (narg != 3 + ntypes)
-    error->all(FLERR, "pair_coeff batmobile: expected '* * model.pt' followed by {} species names (one per atom type, "
-               "NULL to skip), got {} names", ntypes, narg - 3);
-  if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
-    error->all(FLERR, "pair_coeff batmobile: the type ranges must be '* *'");
+    error->all(FLERR, "pair_coeff {}: expected '* * model.pt' followed by {} species names (one per atom type, NULL "
+               "to skip), got {} names", style_label(), ntypes, std::max(narg - 3, 0));
   load_model(arg[2]);
   std::vector<std::string> names;
   for (int t = 1; t <= ntypes; ++t) names.emplace_back(arg[2 + t]);
@@ -196,17 +217,16 @@ void PairBatmobile::coeff(int narg, char **arg)
   try {
     species = batmobile::map_species(hyper, names);
   } catch (const std::exception &e) {
-    error->all(FLERR, "pair_coeff batmobile: {} in model file '{}'", e.what(), model_path);
+    error->all(FLERR, "pair_coeff {}: {} in model file '{}'", style_label(), e.what(), model_path);
   }
-  int count = 0;
   for (int t = 1; t <= ntypes; ++t) type_species[t] = species[t - 1];
+  int count = 0;
   for (int i = 1; i <= ntypes; ++i)
-    for (int j = i; j <= ntypes; ++j)
-      if (type_species[i] >= 0 && type_species[j] >= 0) {
-        setflag[i][j] = 1;
-        ++count;
-      }
-  if (count == 0) error->all(FLERR, "pair_coeff batmobile: no atom type is mapped to a model species");
+    for (int j = i; j <= ntypes; ++j) {
+      setflag[i][j] = type_species[i] >= 0 && type_species[j] >= 0;
+      count += setflag[i][j];
+    }
+  if (count == 0) error->all(FLERR, "pair_coeff {}: no atom type is mapped to a model species", style_label());
 }
 
 void PairBatmobile::init_style()
@@ -226,8 +246,8 @@ void PairBatmobile::check_settings()
                update->unit_style);
   if (force->newton_pair == 0 && !newton_off_ok())
     error->all(FLERR, "pair_style batmobile needs 'newton on' (batmobile/kk also runs with newton off on one MPI "
-               "rank with ghost_comm device, kernels fused and BATMOBILE_GROUP_SENDERS=1, the defaults, where the "
-               "model folds the periodic images' forces itself)");
+               "rank with ghost_comm device and kernels fused, the defaults, where the model folds the periodic "
+               "images' forces itself)");
   if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
   check_box();
   // Under pair_style hybrid the top-level style took its comm sizes at pair_style time, before pair_coeff
@@ -338,7 +358,7 @@ void PairBatmobile::compute(int eflag, int vflag)
 
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
                             error, "batmobile");
-  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile");
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile", launch_settings());
   auto &res = I.results;
 
   for (int n = 0; n < nall; ++n)

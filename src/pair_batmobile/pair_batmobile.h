@@ -79,6 +79,11 @@ class PairBatmobile : public Pair {
   // and the usage line for unknown keywords.
   virtual int settings_keyword(int /*narg*/, char ** /*arg*/) { return 0; }
   virtual const char *settings_usage() const;
+  // The keyword arg[0] with value arg[1]: its index in `values`; a LAMMPS error if missing or not one of them.
+  int keyword_choice(int narg, char **arg, const std::vector<std::string> &values);
+  // The style's name in messages, and its settings in effect for the launch line of the log.
+  virtual const char *style_label() const { return "batmobile"; }
+  virtual std::string launch_settings() const;
 };
 
 }    // namespace LAMMPS_NS

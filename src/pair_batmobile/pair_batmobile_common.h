@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <exception>
+#include <string>
 
 #include "comm.h"
 #include "error.h"
@@ -18,8 +19,7 @@ namespace LAMMPS_NS {
 namespace batmobile_pair {
 
 // The model backend of `kernels fused|reference` (kernels_choice 0 | 1; -1: not given): fused unless the reference is
-// asked for, on every back-end. Since session 13 the fused kernels are the faster of the two on CPUs too (648 waters,
-// 2 OpenMP threads: single 0.30 vs 0.66 s/step, double 0.36 vs 0.81; README).
+// asked for, on every back-end (the fused kernels are the faster of the two on CPUs too).
 inline batmobile::EdgeBackend edge_backend(int kernels_choice)
 {
   return kernels_choice == 1 ? batmobile::EdgeBackend::Reference : batmobile::EdgeBackend::Fused;
@@ -83,17 +83,18 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
   }
 }
 
-// Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) how the model's edge kernels launch:
-// Model::launch_summary.
+// Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) the style's settings in effect and how
+// the model's edge kernels launch (Model::launch_summary): "pair_style <name>: <settings>; <launch summary>".
 template <class ImplT>
-void log_launch_once(ImplT &I, bool single_precision, int nlocal, LAMMPS *lmp, bool &logged, const char *style_name)
+void log_launch_once(ImplT &I, bool single_precision, int nlocal, LAMMPS *lmp, bool &logged, const char *style_name,
+                     const std::string &settings)
 {
   if (logged) return;
   logged = true;
   if (lmp->comm->me != 0) return;
   const std::string line =
       with_model(I, single_precision, [&](auto *model, auto &) { return model->launch_summary(nlocal); });
-  utils::logmesg(lmp, std::string("pair_style ") + style_name + ": " + line + "\n");
+  utils::logmesg(lmp, std::string("pair_style ") + style_name + ": " + settings + "; " + line + "\n");
 }
 
 }    // namespace batmobile_pair

@@ -131,18 +131,16 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   batmobile_kk::ExchangeCounts counts;     // of the current compute() (pvector)
   long host_packs[2] = {0, 0};             // host pack_forward_comm / pack_reverse_comm callbacks so far
   int images_nlocal = -1, images_nall = -1;  // the atom counts the image map was built for
-  // threads per atom of the edge-list build: a warp on GPUs, one thread on host back-ends; BATMOBILE_GRAPH_TEAM=N
-  // overrides (tests run N = 2 on OpenMP)
-  int graph_team = 1;
+  int graph_team = 1;  // threads per local atom of the edge-list build (graph_team; init_style)
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
   Kokkos::View<int *, Exec> type_species, count;
   // the edge list's closest squared distance and edge count, in device memory: the host reads both in one copy
   Kokkos::View<double[2], Exec> edge_stats;
-  // On GPUs the host does not wait for that copy (the wait emptied the GPU's queue every step): the edge arrays are
-  // sized by the neighbour list's capacity and the closest distance is checked one compute() later, or at the end of
-  // this one where the host waits anyway (energy or virial wanted, last step of a run). Host back-ends read at once
-  // (they have no queue to keep). BATMOBILE_KK_DEFERRED_CHECK=0|1 overrides (A/B runs; tests on host back-ends).
+  // distance_check deferred (the GPU default): the host does not wait for that copy (the wait empties the GPU's
+  // queue every step); the edge arrays are sized by the neighbour list's capacity and the closest distance is
+  // checked one compute() later, or at the end of this one where the host waits anyway (energy or virial wanted,
+  // last step of a run). immediate (the host default: no queue to keep) reads it at once.
   bool deferred_check = true;
   batmobile::kernels::AsyncReadback<Exec, 2> stats_readback;
   bigint stats_step = 0;      // the step whose statistics stats_readback holds
@@ -162,16 +160,6 @@ PairBatmobileKokkos<DeviceType>::PairBatmobileKokkos(LAMMPS *lmp) : PairBatmobil
   // exchange statistics of the last compute() for `compute pair` (see the header)
   nextra = 7;
   pvector = new double[nextra]();
-  const char *team_env = std::getenv("BATMOBILE_GRAPH_TEAM");
-  kk->graph_team = team_env ? std::max(1, std::atoi(team_env))
-                            : (batmobile::kernels::runs_on_host<typename KKImpl::Exec> ? 1 : 32);
-  // (read here rather than through kernels/env_switch.hpp: LAMMPS compiles its sources as C++14, without std::optional)
-  kk->deferred_check = !batmobile::kernels::runs_on_host<typename KKImpl::Exec>;
-  if (const char *v = std::getenv("BATMOBILE_KK_DEFERRED_CHECK")) {
-    if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
-      error->all(FLERR, "pair_style batmobile/kk: BATMOBILE_KK_DEFERRED_CHECK must be 0 or 1");
-    kk->deferred_check = v[0] == '1';
-  }
 }
 
 template <class DeviceType>
@@ -216,25 +204,51 @@ bool PairBatmobileKokkos<DeviceType>::newton_off_ok() const
   return groups && comm->nprocs == 1 && !ghost_comm_lammps && atom->tag_enable;
 }
 
-// pair_style batmobile/kk ... ghost_comm device|lammps (see the header)
+// pair_style batmobile/kk ... ghost_comm device|lammps distance_check auto|deferred|immediate mpi_buffers auto|host
+// graph_team auto|N (see the header)
 template <class DeviceType>
 int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
 {
-  if (strcmp(arg[0], "ghost_comm") != 0) return 0;
-  if (narg < 2) error->all(FLERR, "pair_style batmobile/kk: 'ghost_comm' needs 'device' or 'lammps'");
-  if (strcmp(arg[1], "device") == 0)
-    ghost_comm_lammps = false;
-  else if (strcmp(arg[1], "lammps") == 0)
-    ghost_comm_lammps = true;
-  else
-    error->all(FLERR, "pair_style batmobile/kk: unknown ghost_comm '{}' (use device or lammps)", arg[1]);
+  if (strcmp(arg[0], "ghost_comm") == 0) {
+    ghost_comm_lammps = keyword_choice(narg, arg, {"device", "lammps"}) == 1;
+  } else if (strcmp(arg[0], "distance_check") == 0) {
+    distance_check = static_cast<DistanceCheck>(keyword_choice(narg, arg, {"auto", "deferred", "immediate"}));
+  } else if (strcmp(arg[0], "mpi_buffers") == 0) {
+    mpi_buffers_host = keyword_choice(narg, arg, {"auto", "host"}) == 1;
+  } else if (strcmp(arg[0], "graph_team") == 0) {
+    if (narg < 2) error->all(FLERR, "pair_style batmobile/kk: 'graph_team' needs auto or a thread count");
+    char *end = nullptr;
+    const bool is_auto = strcmp(arg[1], "auto") == 0;
+    const long n = is_auto ? 0 : std::strtol(arg[1], &end, 10);
+    if (!is_auto && (*end != '\0' || end == arg[1] || n < 1 || n > 1024))
+      error->all(FLERR, "pair_style batmobile/kk: unknown graph_team '{}' (use auto or a thread count 1 to 1024)",
+                 arg[1]);
+    graph_team_choice = static_cast<int>(n);
+  } else {
+    return 0;
+  }
   return 2;
 }
 
 template <class DeviceType>
 const char *PairBatmobileKokkos<DeviceType>::settings_usage() const
 {
-  return "pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]";
+  return "pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps] "
+         "[distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]";
+}
+
+// The settings in effect: ghost_comm as this step's exchange took it (comm_style tiled falls back to lammps),
+// mpi_buffers direct where MPI reads the exchange buffers in place, host where it gets host copies.
+template <class DeviceType>
+std::string PairBatmobileKokkos<DeviceType>::launch_settings() const
+{
+  const bool lammps_route = batmobile_pair::with_model(*kk, single_precision, [](auto *, auto &exchange) {
+    return exchange.active == exchange.lammps.get();
+  });
+  const bool staged = kk->exchange_d.swaps && kk->exchange_d.swaps->stages_through_host();
+  return fmt::format("{}, ghost_comm {}, distance_check {}, mpi_buffers {}, graph_team {}",
+                     PairBatmobile::launch_settings(), lammps_route ? "lammps" : "device",
+                     kk->deferred_check ? "deferred" : "immediate", staged ? "host" : "direct", kk->graph_team);
 }
 
 template <class DeviceType>
@@ -253,15 +267,27 @@ void PairBatmobileKokkos<DeviceType>::init_style()
   auto h = Kokkos::create_mirror_view(kk->type_species);
   for (int t = 0; t <= atom->ntypes; ++t) h(t) = type_species[t];
   Kokkos::deep_copy(kk->type_species, h);
+  // the keywords' effective values: auto resolves by back-end (host or GPU)
+  using Exec = typename KKImpl::Exec;
+  constexpr bool host = batmobile::kernels::runs_on_host<Exec>;
+  kk->deferred_check = distance_check == DistanceCheck::kDeferred || (distance_check == DistanceCheck::kAuto && !host);
+  // a warp per atom on GPUs (one thread per atom made the edge build a large part of a small system's step)
+  kk->graph_team = graph_team_choice > 0 ? graph_team_choice : (host ? 1 : 32);
+  using TeamPolicy = Kokkos::TeamPolicy<Exec>;
+  const int team_max = TeamPolicy(1, 1).team_size_max(
+      KOKKOS_LAMBDA(const typename TeamPolicy::member_type &){}, Kokkos::ParallelForTag());
+  if (kk->graph_team > team_max)
+    error->all(FLERR, "pair_style batmobile/kk: graph_team {} is more than this back-end's team size limit {}",
+               kk->graph_team, team_max);
+  if (kk->exchange_d.swaps) kk->exchange_d.swaps->force_host_buffers = mpi_buffers_host;
+  if (kk->exchange_f.swaps) kk->exchange_f.swaps->force_host_buffers = mpi_buffers_host;
 }
 
+// One evaluation: the edge list on the device (build_graph), the ghost exchange (select_exchange), the model, the
+// deferred distance check where the host waits anyway, the exchange statistics and LAMMPS's tallies (add_outputs).
 template <class DeviceType>
-void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
+void PairBatmobileKokkos<DeviceType>::compute(int eflag, int vflag)
 {
-  using Exec = typename KKImpl::Exec;
-  using Policy = Kokkos::RangePolicy<Exec>;
-  const int eflag = eflag_in;
-  const int vflag = vflag_in;
   ev_init(eflag, vflag, 0);
   if (domain->box_change) check_box();
   if (eflag_atom) {
@@ -273,20 +299,55 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     memoryKK->create_kokkos(k_vatom, vatom, maxvatom, "pair:vatom");
   }
   atomKK->sync(execution_space, X_MASK | F_MASK | TYPE_MASK);
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  KKImpl &I = *kk;
+  // a closest distance measured by an earlier compute() and not checked yet (distance_check deferred)
+  if (I.stats_readback.pending()) check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
+  build_graph(nlocal, nall);
+  select_exchange(nlocal, nall);
+  I.counts = batmobile_kk::ExchangeCounts();
+  // the model adds its forces to LAMMPS's force array itself (one pass over the atoms less; atoms of no model species
+  // get zero from it). newton off: ghost rows are left alone, LAMMPS neither clears nor folds them
+  I.results.f = atomKK->k_f.view<DeviceType>();
+  I.results.add_forces = true;
+  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
+                            error, "batmobile/kk");
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile/kk", launch_settings());
+  // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
+  if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))
+    check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
+  const auto &c = I.counts;
+  const int counts[7] = {c.swap_forward, c.swap_reverse, c.lammps_forward, c.lammps_reverse, c.self_swaps,
+                         c.mpi_direct,   c.mpi_staged};
+  for (int k = 0; k < 7; ++k) pvector[k] = counts[k];
+  // newton off (newton_off_ok): LAMMPS neither clears nor folds the ghosts' forces, so they must have landed on
+  // their atoms (they did unless this step had no image exchange, which init_style has ruled out: checked anyway)
+  if (force->newton_pair == 0 && nall > nlocal &&
+      !batmobile_pair::with_model(I, single_precision,
+                                  [](auto *model, auto &) { return model->senders_grouped_last(); }))
+    error->one(FLERR, "pair_style batmobile/kk: newton off, but this step's ghost forces were not folded by the model");
+  add_outputs(nlocal, nall);
+  atomKK->modified(execution_space, F_MASK);
+}
+
+// The model's graph of this step on the device: positions and species of all atoms, then the receiver-grouped edges
+// 0 < r < r_c between model atoms from the full neighbour list (same filter and order as the CPU style), with the
+// closest distance measured on the way (checked here or later, distance_check).
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
+{
+  using Exec = typename KKImpl::Exec;
+  using Policy = Kokkos::RangePolicy<Exec>;
   auto x = atomKK->k_x.view<DeviceType>();
-  auto f = atomKK->k_f.view<DeviceType>();
   auto type = atomKK->k_type.view<DeviceType>();
   auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
   auto d_numneigh = k_list->d_numneigh;
   auto d_neighbors = k_list->d_neighbors;
   auto d_ilist = k_list->d_ilist;
   const int inum = list->inum;
-  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
   const double rcsq = r_c * r_c;
 
   KKImpl &I = *kk;
-  // a closest distance measured by an earlier compute() and not checked yet (deferred_check)
-  if (I.stats_readback.pending()) check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
   auto &g = I.graph;
   const auto grow = batmobile_pair::grow_capacity;
   if (batmobile_pair::reserve_atoms(I, nlocal, nall)) I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
@@ -302,9 +363,8 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
         for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
         gs(n) = tsp(type(n));
       });
-  // edges: count per receiver, scan, fill (same filter and order as the CPU style). A team of I.graph_team threads
-  // per local atom walks its neighbour list: the one-thread-per-atom version took 69 + 65 us of a 648-atom step on
-  // the H200.
+  // edges: count per receiver, scan, fill. A team of I.graph_team threads per local atom walks its neighbour list
+  // (one thread per atom is slow on GPUs).
   using TeamPolicy = Kokkos::TeamPolicy<Exec>;
   using Member = typename TeamPolicy::member_type;
   const int graph_team = I.graph_team;
@@ -385,32 +445,15 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
   g.n_edges = n_edges;          // (known here, or bounded: the model need not read it back)
   g.n_edges_is_bound = bounded;
   g.senders_in_range = true;    // neighbour-list indices, all < nall
+}
 
-  select_exchange(nlocal, nall);
-  I.counts = batmobile_kk::ExchangeCounts();
-  // the model adds its forces to LAMMPS's force array itself (one pass over the atoms less; atoms of no model species
-  // get zero from it). newton off: ghost rows are left alone, LAMMPS neither clears nor folds them
-  I.results.f = f;
-  I.results.add_forces = true;
-  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
-                            error, "batmobile/kk");
-  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile/kk");
-  // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
-  if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))
-    check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
-  const auto &c = I.counts;
-  const int counts[7] = {c.swap_forward, c.swap_reverse, c.lammps_forward, c.lammps_reverse, c.self_swaps,
-                         c.mpi_direct,   c.mpi_staged};
-  for (int k = 0; k < 7; ++k) pvector[k] = counts[k];
-  auto &res = I.results;
-  // newton off (newton_off_ok): LAMMPS neither clears nor folds the ghosts' forces, so they must have landed on
-  // their atoms (they did unless this step had no image exchange, which init_style has ruled out: checked anyway)
-  const bool newton = force->newton_pair != 0;
-  if (!newton && nall > nlocal &&
-      !batmobile_pair::with_model(I, single_precision,
-                                  [](auto *model, auto &) { return model->senders_grouped_last(); }))
-    error->one(FLERR, "pair_style batmobile/kk: newton off, but this step's ghost forces were not folded by the model");
-  const int n_out = newton ? nall : nlocal;  // per-atom virial rows to add (ghost rows are zero with newton off)
+// The model's energy, virial and per-atom terms into LAMMPS's accumulators (forces went in with the model).
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::add_outputs(int nlocal, int nall)
+{
+  using Policy = Kokkos::RangePolicy<typename KKImpl::Exec>;
+  auto &res = kk->results;
+  const int n_out = force->newton_pair ? nall : nlocal;  // per-atom virial rows (ghost rows are zero with newton off)
   if (eflag_global) eng_vdwl += res.energy;
   if (vflag_global)
     for (int a = 0; a < 6; ++a) virial[a] += res.virial[a];
@@ -432,7 +475,6 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
     k_vatom.template modify<DeviceType>();
     k_vatom.template sync<LMPHostType>();
   }
-  atomKK->modified(execution_space, F_MASK);
 }
 
 // Error unless the closest pair of atoms (squared distance, the minimum over this rank's edges of the given step;

@@ -4,18 +4,26 @@
    runs there, and forces/eatom/vatom are written into LAMMPS's device views.
 
      pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]
+                             [distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]
+
+   (docs/pair_style.md.) distance_check: when the closest pair of the edge list is checked against the model's
+   training range: at once (immediate) or at the next evaluation, on thermo steps and at the end of a run
+   (deferred: the host does not wait for the GPU); auto = deferred on GPUs, immediate on host back-ends.
+   mpi_buffers host: MPI messages of the own swap exchange through host copies (MPI without GPU-aware support).
+   graph_team: threads per local atom of the edge-list build (auto = 32 on GPUs, 1 on host back-ends).
 
    Node features of ghosts are exchanged between layers (forward) and their adjoints sent back (reverse):
      - ghost_comm device (default), one MPI rank: on the device, through an image -> owner map;
      - ghost_comm device, several ranks, comm_style brick: batmobile/kk's own exchange (pair_batmobile_kokkos_comm.h),
        CommBrick's swaps replayed on the device views with buffers in the model precision, MPI on device buffers
-       where MPI is GPU-aware (package kokkos gpu/aware) and on host copies of the buffers otherwise; independent
+       where MPI is GPU-aware (package kokkos gpu/aware) and on host copies of the buffers otherwise or with
+       mpi_buffers host; independent
        of LAMMPS's comm/pair settings;
      - ghost_comm lammps (any rank count), or comm_style tiled: LAMMPS's host forward/reverse pair communication
        (the callbacks of pair_style batmobile) on a host copy of the whole feature array.
-   On one rank with ghost_comm device the model groups the sender adjoint by atom with its periodic images
-   (BATMOBILE_GROUP_SENDERS=1, the default), so ghost rows get no forces and `newton off` is allowed there: LAMMPS
-   then skips its reverse communication of forces (six launches per step on one GPU).
+   On one rank with ghost_comm device the model groups the sender adjoint by atom with its periodic images, so
+   ghost rows get no forces and `newton off` is allowed there: LAMMPS then skips its reverse communication of
+   forces (six launches per step on one GPU).
    `compute ID all pair batmobile/kk` gives for the last evaluation (summed over ranks) [1] forward and [2] reverse
    exchanges through the own swap exchange, [3] forward and [4] reverse exchanges through LAMMPS's pair
    communication, and of the own exchange's swaps [5] those with the rank itself (no MPI), [6] those whose MPI
@@ -47,6 +55,9 @@ class PairBatmobileKokkos : public PairBatmobile {
   ~PairBatmobileKokkos() override;
   void compute(int, int) override;
   void init_style() override;
+  // compute()'s stages with device kernels (public: CUDA's device lambdas need a public enclosing function)
+  void build_graph(int nlocal, int nall);
+  void add_outputs(int nlocal, int nall);
 
   // The host-buffer callbacks of PairBatmobile, counted for the exchange statistics (pvector).
   int pack_forward_comm(int, int *, double *, int, int *) override;
@@ -59,10 +70,16 @@ class PairBatmobileKokkos : public PairBatmobile {
   bool newton_off_ok() const override;
   int settings_keyword(int narg, char **arg) override;
   const char *settings_usage() const override;
+  const char *style_label() const override { return "batmobile/kk"; }
+  std::string launch_settings() const override;
   void select_exchange(int nlocal, int nall);
   void check_closest(double closest_sq, bigint step);
   void update_image_exchange(int nlocal, int nall);
   bool ghost_comm_lammps = false;  // ghost_comm lammps: always LAMMPS's pair communication
+  enum class DistanceCheck { kAuto, kDeferred, kImmediate };
+  DistanceCheck distance_check = DistanceCheck::kAuto;
+  bool mpi_buffers_host = false;  // mpi_buffers host
+  int graph_team_choice = 0;      // graph_team N; 0: auto
   std::unique_ptr<KKImpl> kk;
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;

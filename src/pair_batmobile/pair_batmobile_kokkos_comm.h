@@ -23,7 +23,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -177,13 +176,18 @@ class SwapGhostExchange : public batmobile::GhostExchange<T, Exec> {
   using typename batmobile::GhostExchange<T, Exec>::FeatureView;
   using Buffer = Kokkos::View<T **, Kokkos::LayoutRight, Exec>;
 
-  // BATMOBILE_KK_MPI_STAGED=1 (test override) stages every MPI message through host copies of the buffers, the
-  // route GPUs without GPU-aware MPI take, also where MPI could use the buffers directly (host builds).
   SwapGhostExchange(LAMMPS *lmp, const SwapPlan<Exec> *plan, ExchangeCounts *counts) :
-      lmp_(lmp), plan_(plan), counts_(counts)
+      lmp_(lmp), plan_(plan), counts_(counts) {}
+
+  // mpi_buffers host: every MPI message through host copies of the buffers, the route for MPI without GPU-aware
+  // support, also where MPI could read the buffers in place
+  bool force_host_buffers = false;
+
+  // Whether MPI gets host copies of the buffers: asked for, or device buffers that LAMMPS was not told MPI can read
+  // (package kokkos gpu/aware on, LAMMPS's default unless it detects otherwise).
+  bool stages_through_host() const
   {
-    const char *staged = std::getenv("BATMOBILE_KK_MPI_STAGED");
-    force_staged_ = staged && std::atoi(staged) != 0;
+    return force_host_buffers || !(host_buffers || (lmp_->kokkos && lmp_->kokkos->gpu_aware_flag));
   }
 
   void forward(FeatureView h) override
@@ -251,10 +255,7 @@ class SwapGhostExchange : public batmobile::GhostExchange<T, Exec> {
     const MPI_Datatype type = std::is_same<T, float>::value ? MPI_FLOAT : MPI_DOUBLE;
     MPI_Comm world = lmp_->world;
     MPI_Request request;
-    // device pointers go to MPI only when LAMMPS was told that MPI is GPU-aware (package kokkos gpu/aware on,
-    // LAMMPS's default unless it detects otherwise)
-    const bool direct = !force_staged_ && (host_buffers || (lmp_->kokkos && lmp_->kokkos->gpu_aware_flag));
-    if (direct) {
+    if (!stages_through_host()) {
       Exec().fence();  // the pack kernel has written send_
       if (n_recv) MPI_Irecv(recv_.data(), n_recv * w, type, from, 0, world, &request);
       if (n_send) MPI_Send(send_.data(), n_send * w, type, to, 0, world);
@@ -262,7 +263,7 @@ class SwapGhostExchange : public batmobile::GhostExchange<T, Exec> {
       ++counts_->mpi_direct;
       return;
     }
-    // create_mirror, not create_mirror_view: separate host buffers also where Exec is a host space (the override)
+    // create_mirror, not create_mirror_view: separate host buffers also where Exec is a host space (mpi_buffers host)
     if (h_send_.extent(0) != send_.extent(0) || h_send_.extent(1) != send_.extent(1)) {
       h_send_ = Kokkos::create_mirror(send_);
       h_recv_ = Kokkos::create_mirror(recv_);
@@ -281,7 +282,6 @@ class SwapGhostExchange : public batmobile::GhostExchange<T, Exec> {
   LAMMPS *lmp_;
   const SwapPlan<Exec> *plan_;
   ExchangeCounts *counts_;
-  bool force_staged_ = false;
   Buffer send_, recv_;
   typename Buffer::HostMirror h_send_, h_recv_;
 };

@@ -16,7 +16,11 @@ Tests:
                       with each other; `compute pair` counts which path the exchanges took and how each swap went
   kk_md N [GHOST_COMM] 40-step trajectory of batmobile/kk on N ranks follows batmobile (ghost_comm device|lammps)
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
-  errors              every bad input stops with its documented message
+  errors              every bad input stops with its documented message (pair_coeff, pair_style keywords, ...)
+  keywords            batmobile/kk's distance_check, mpi_buffers (2 ranks) and graph_team: same results whatever
+                      their value, and the launch line echoes every setting in effect
+  checksum            the model file's weights checksum: verified (logged), absent (a warning, runs), one flipped
+                      weight bit (pair_coeff stops), for batmobile and batmobile/kk
   nve                 short NVE run of the water box; reports the energy drift
   slab [kk]           water slab with vacuum on 4 ranks (empty ranks join the feature exchange) vs reference;
                       kk: batmobile/kk through its device swap exchange
@@ -67,7 +71,7 @@ def runs_on_gpu(env, kokkos=False, gpu=False):
     return bool(gpu or (kokkos and env.vars.get("BACKEND") == "cuda"))
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None):
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=()):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
@@ -85,7 +89,7 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
         if os.geteuid() == 0:
             pre.append("--allow-run-as-root")
         cmd = pre + cmd
-    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false", **(extra_env or {}))
+    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false")
     p = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
                        env=envv)
     log = open(os.path.join(tmp, "log.lammps")).read() if os.path.isfile(os.path.join(tmp, "log.lammps")) else ""
@@ -96,16 +100,18 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
 
 
 def base_script(env, data="water.data", style="batmobile", precision=None, species="O H", extra_pre="",
-                kernels=None, ghost_comm=None):
+                kernels=None, ghost_comm=None, keywords="", model="model.pt"):
+    """keywords: more pair_style keywords (batmobile/kk's distance_check, mpi_buffers, graph_team)."""
     ps = f"pair_style {style}" + (f" precision {precision}" if precision else "") + \
-        (f" kernels {kernels}" if kernels else "") + (f" ghost_comm {ghost_comm}" if ghost_comm else "")
+        (f" kernels {kernels}" if kernels else "") + (f" ghost_comm {ghost_comm}" if ghost_comm else "") + \
+        (f" {keywords}" if keywords else "")
     return f"""units metal
 atom_style atomic
 boundary p p p
 {extra_pre}
 read_data {os.path.join(env.ref, data)}
 {ps}
-pair_coeff * * {os.path.join(env.ref, 'model.pt')} {species}
+pair_coeff * * {os.path.join(env.ref, model)} {species}
 neighbor 1.0 bin
 """
 
@@ -157,7 +163,6 @@ def observe(env, **kw):
     threads = kw.pop("threads", 1)
     gpu = kw.pop("gpu", False)
     kokkos_pk = kw.pop("kokkos_pk", ())
-    extra_env = kw.pop("extra_env", None)
     exchanges = kw.pop("exchanges", False)  # batmobile/kk's exchange counts (compute pair; pair_batmobile_kokkos.h)
     pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if plugin else ""
     obs = OBSERVE
@@ -165,7 +170,7 @@ def observe(env, **kw):
         obs = obs.replace("thermo_style custom step pe c_sumpe", "compute bmx all pair batmobile\n"
                           "thermo_style custom step pe c_sumpe " + KK_COUNT_COLUMNS)
     _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + obs, nranks=nranks, kokkos=kokkos,
-                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk, extra_env=extra_env)
+                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk)
     row = thermo_rows(log)[-1]
     d = dump_rows(os.path.join(tmp, "dump.txt"))
     return {
@@ -220,7 +225,7 @@ def expected_kk_counts(env, log, nranks, route, layers=2, data="water.data"):
 def check_kk_counts(env, name, got, want, forced=False):
     """got (kk_counts) against want (expected_kk_counts): MPI swaps must all be direct on host builds; on GPU
     builds they are direct with GPU-aware MPI and staged through host buffers otherwise, never mixed; all staged
-    with forced=True (BATMOBILE_KK_MPI_STAGED=1)."""
+    with forced=True (mpi_buffers host)."""
     want = dict(want)
     mpi = want.pop("mpi", 0)
     got = dict(got)
@@ -314,8 +319,9 @@ def test_reference(env, variant):
     want = read_ref(env)
     ok = compare(variant, got, want, tol)
     kk = kw.get("kokkos") or kw.get("gpu")
+    on_gpu = runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False))
     ok &= check_launch_line(got["log"], "batmobile/kk" if kk else "batmobile", kw.get("kernels") == "reference",
-                            runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False)))
+                            on_gpu, default_settings(env, kk, on_gpu, kw.get("precision"), kw.get("kernels")))
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
@@ -324,14 +330,36 @@ def test_reference(env, variant):
     print("PASS")
 
 
-def check_launch_line(log, style, reference, gpu):
-    """The style logs how its edge kernels launch once per run (Model::launch_summary): one line for this run 0,
-    fused kernels per layer unless the reference ones were asked for; more than one thread per atom only on a GPU."""
+def default_settings(env, kk, gpu, precision=None, kernels=None):
+    """The settings a run with these pair_style keywords logs (docs/pair_style.md): batmobile/kk's auto values are
+    deferred distance checks and 32 threads per atom on a GPU, immediate checks and one thread on host back-ends;
+    MPI reads the buffers in place on host builds (a GPU build with GPU-aware MPI too, else mpi_buffers host)."""
+    settings = {"precision": precision or "double", "kernels": kernels or "fused"}
+    if kk:
+        settings.update(ghost_comm="device", distance_check="deferred" if gpu else "immediate",
+                        graph_team="32" if gpu else "1")
+        if env.vars.get("BACKEND") != "cuda":
+            settings["mpi_buffers"] = "direct"
+    return settings
+
+
+def check_launch_line(log, style, reference, gpu, settings):
+    """The style logs once per run its settings in effect and how its edge kernels launch (Model::launch_summary):
+    "pair_style <style>: precision P, kernels K[, ghost_comm G, distance_check D, mpi_buffers M, graph_team N];
+    <launch summary>", one line for this run 0, fused kernels per layer unless the reference ones were asked for;
+    more than one thread per atom only on a GPU. settings: {keyword: value} the line must show."""
     lines = [ln for ln in log.splitlines() if ln.startswith(f"pair_style {style}: ")]
     if len(lines) != 1:
         print(f"  expected one launch line of pair_style {style}, got {len(lines)}")
         return False
     line = lines[0]
+    head = line.split("; ")[0][len(f"pair_style {style}: "):]
+    shown = dict(item.split(" ", 1) for item in head.split(", "))
+    keys = ["precision", "kernels"] + (["ghost_comm", "distance_check", "mpi_buffers", "graph_team"]
+                                       if style == "batmobile/kk" else [])
+    if list(shown) != keys or any(shown[k] != v for k, v in settings.items()):
+        print(f"  launch line settings WRONG: {head!r}, expected {keys} with {settings}")
+        return False
     if reference:
         ok = line.endswith("reference edge kernels (per-edge arrays)")
     else:
@@ -449,17 +477,55 @@ def test_kk(env):
         ok &= compare(f"{style} vs batmobile", b, a, 1e-10)
     # the team-parallel graph build (count + ordered team scan) with 2 threads per atom, as on GPUs with 32: the
     # same edges in the same order as with one thread per atom (so bitwise equal results on host builds)
-    one = observe(env, kokkos=True, threads=2)
-    b = observe(env, kokkos=True, threads=2, extra_env={"BATMOBILE_GRAPH_TEAM": "2"})
-    ok &= compare("batmobile/kk (graph team 2) vs batmobile", b, a, 1e-10)
-    ok &= same_results(env, "batmobile/kk graph team 2 vs 1", b, one)
-    # the closest-distance check deferred (GPU default: edge arrays sized by the neighbour list's capacity, the
-    # statistics read back without waiting) against the per-step readback (host default): the same results
-    gpu = env.vars.get("BACKEND") == "cuda"
-    other = observe(env, kokkos=True, threads=2, extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "0" if gpu else "1"})
-    ok &= same_results(env, f"batmobile/kk deferred check {'off' if gpu else 'on'} vs default", other, one)
     if not ok:
         fail("batmobile/kk differs from batmobile")
+    print("PASS")
+
+
+def test_keywords(env):
+    """batmobile/kk's keywords change how, not what: graph_team 2 (the team-parallel edge-list build, count + ordered
+    team scan, as on GPUs with 32 threads) gives the same edges in the same order as one thread per atom;
+    distance_check deferred (the GPU default: edge arrays sized by the neighbour list's capacity, the statistics read
+    back without waiting) and immediate (the host default) the same results; on 2 ranks mpi_buffers host (every MPI
+    message through host copies) the same as auto. Bitwise on host builds (same_results). Each run's launch line
+    shows its settings."""
+    if not env.has_style("batmobile/kk"):
+        skip("this lmp has no batmobile/kk")
+    gpu = runs_on_gpu(env, kokkos=True)
+    base = default_settings(env, True, gpu)
+    a = observe(env)
+    one = observe(env, kokkos=True, threads=2)
+    ok = check_launch_line(one["log"], "batmobile/kk", False, gpu, base)
+    for keywords, against in (("graph_team 2", one), ("graph_team 1", one),
+                              ("distance_check deferred", one), ("distance_check immediate", one),
+                              ("distance_check auto graph_team auto", one)):
+        got = observe(env, kokkos=True, threads=2, keywords=keywords)
+        shown = dict(zip(keywords.split()[::2], keywords.split()[1::2]))
+        shown = {k: (base[k] if v == "auto" else v) for k, v in shown.items()}
+        ok &= check_launch_line(got["log"], "batmobile/kk", False, gpu, dict(base, **shown))
+        ok &= same_results(env, f"batmobile/kk {keywords} vs defaults", got, against)
+    ok &= compare("batmobile/kk graph_team 2 vs batmobile", observe(env, kokkos=True, threads=2,
+                                                                  keywords="graph_team 2"), a, 1e-10)
+    # on 2 ranks the own swap exchange: every MPI message staged through host copies vs auto (direct on host builds)
+    if shutil.which("mpirun"):
+        auto = observe(env, kokkos=True, threads=1, nranks=2, exchanges=True)
+        host = observe(env, kokkos=True, threads=1, nranks=2, exchanges=True, keywords="mpi_buffers host")
+        ok &= check_launch_line(host["log"], "batmobile/kk", False, gpu, dict(base, mpi_buffers="host"))
+        ok &= check_launch_line(auto["log"], "batmobile/kk", False, gpu, base)
+        ok &= host["exchanges"]["mpi_staged"] > 0 and host["exchanges"]["mpi_direct"] == 0
+        print(f"  mpi_buffers host: {host['exchanges']['mpi_staged']} swaps staged, "
+              f"{host['exchanges']['mpi_direct']} direct")
+        ok &= same_results(env, "batmobile/kk 2 ranks mpi_buffers host vs auto", host, auto)
+    # everything at once, ghost_comm lammps and the CPU style's keywords included: all echoed
+    got = observe(env, kokkos=True, threads=2, precision="single", kernels="reference", ghost_comm="lammps",
+                  keywords="distance_check deferred mpi_buffers host graph_team 2")
+    ok &= check_launch_line(got["log"], "batmobile/kk", True, gpu,
+                            dict(precision="single", kernels="reference", ghost_comm="lammps",
+                                 distance_check="deferred", mpi_buffers="host", graph_team="2"))
+    got = observe(env, precision="single", kernels="reference")
+    ok &= check_launch_line(got["log"], "batmobile", True, False, dict(precision="single", kernels="reference"))
+    if not ok:
+        fail("a batmobile/kk keyword changed the results or is not echoed")
     print("PASS")
 
 
@@ -488,7 +554,7 @@ def test_kk_comm(env):
         forced = ghost_comm == "staged"
         got = observe(env, kokkos=True, threads=1, nranks=nranks, exchanges=True, precision=precision,
                       ghost_comm="device" if forced else ghost_comm, extra_pre=grids[grid],
-                      extra_env={"BATMOBILE_KK_MPI_STAGED": "1"} if forced else None)
+                      keywords="mpi_buffers host" if forced else "")
         name = (f"batmobile/kk {precision or 'double'} {nranks} rank{'s' if nranks > 1 else ''}"
                 f"{' ' + grid if grid else ''}, ghost_comm {'device, MPI staged' if forced else ghost_comm}")
         results[(nranks, grid, ghost_comm, precision)] = got
@@ -588,9 +654,19 @@ def stopped_with(name, rc, out, *messages):
 def test_errors(env):
     ref = env.ref
     model = os.path.join(ref, "model.pt")
+    coeff = f"pair_coeff * * {model} O H"
+    usage = ("use 'pair_coeff * * model.pt' followed by one model species name (or NULL) per LAMMPS atom type, "
+             "2 names for this system")
     cases = [
-        ("wrong species count", base_script(env, species="O"), "expected '* * model.pt' followed by 2 species names"),
-        ("unknown species", base_script(env, species="O C"), "species 'C' is not in the model"),
+        ("pair_coeff 1 1", base_script(env).replace(coeff, f"pair_coeff 1 1 {model} O H"),
+         "pair_coeff batmobile: one model covers all type pairs: " + usage + "; got type ranges '1 1'"),
+        ("pair_coeff * 2", base_script(env).replace(coeff, f"pair_coeff * 2 {model} O H"), usage),
+        ("wrong species count", base_script(env, species="O"),
+         "expected '* * model.pt' followed by 2 species names (one per atom type, NULL to skip), got 1 names"),
+        ("too many species", base_script(env, species="O H H"), "followed by 2 species names", "got 3 names"),
+        ("no model file given", base_script(env).replace(coeff, "pair_coeff * *"), "got 0 names"),
+        ("unknown species", base_script(env, species="O C"),
+         "species 'C' is not in the model (model species: O H) in model file"),
         ("missing file", base_script(env).replace(model, os.path.join(ref, "nope.pt")), "cannot open"),
         ("corrupt file", base_script(env).replace(model, os.path.join(ref, "corrupt.pt")),
          "not a readable TorchScript archive"),
@@ -600,34 +676,95 @@ def test_errors(env):
         ("newton off", base_script(env, extra_pre="newton off") + "run 0\n", "needs 'newton on'"),
         ("thin box", base_script(env, data="thin.data") + "run 0\n", "thinner than the model cutoff"),
         ("atoms too close", base_script(env, data="water_close.data") + "run 0\n", "closer than half the smallest"),
-        ("bad keyword", base_script(env).replace("pair_style batmobile", "pair_style batmobile precision quad"),
-         "unknown precision 'quad'"),
+        ("bad precision", base_script(env, precision="quad"), "unknown precision 'quad' (use double or single)"),
+        ("bad kernels", base_script(env, kernels="fast"), "unknown kernels 'fast' (use fused or reference)"),
+        ("missing value", base_script(env, keywords="precision"), "'precision' needs double or single"),
+        ("kk-only keyword", base_script(env, keywords="distance_check deferred"),
+         "unknown keyword 'distance_check' (usage: pair_style batmobile [precision double|single] "
+         "[kernels fused|reference])"),
     ]
     ok = True
-    for name, script, message in cases:
+    for name, script, *messages in cases:
         rc, out, _ = run_lmp(env, script, expect_fail=True)
-        ok &= stopped_with(name, rc, out, message)
+        ok &= stopped_with(name, rc, out, *messages)
     if env.has_style("batmobile/kk"):
+        kk = dict(kokkos=True, threads=2)
         # batmobile/kk with the closest-distance check deferred (the GPU default): still an error, at the step
-        script = base_script(env, data="water_close.data") + "run 0\n"
-        rc, out, _ = run_lmp(env, script, kokkos=True, threads=2, expect_fail=True,
-                             extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "1"})
+        script = base_script(env, data="water_close.data", keywords="distance_check deferred") + "run 0\n"
+        rc, out, _ = run_lmp(env, script, expect_fail=True, **kk)
         ok &= stopped_with("too close, kk", rc, out, "closer than half the smallest", "at step 0")
-        # newton off only where the model folds the ghosts' forces: one rank, ghost_comm device, fused kernels with
-        # grouped senders (kk_newton_off runs the allowed case)
+        kk_cases = [
+            ("pair_coeff 1 1, kk", base_script(env).replace(coeff, f"pair_coeff 1 1 {model} O H"),
+             "pair_coeff batmobile/kk: one model covers all type pairs: " + usage),
+            ("bad distance_check", base_script(env, keywords="distance_check sometimes"),
+             "pair_style batmobile/kk: unknown distance_check 'sometimes' (use auto, deferred or immediate)"),
+            ("bad mpi_buffers", base_script(env, keywords="mpi_buffers device"),
+             "pair_style batmobile/kk: unknown mpi_buffers 'device' (use auto or host)"),
+            ("missing mpi_buffers", base_script(env, keywords="mpi_buffers"), "'mpi_buffers' needs auto or host"),
+            ("bad graph_team", base_script(env, keywords="graph_team 0"),
+             "unknown graph_team '0' (use auto or a thread count 1 to 1024)"),
+            ("graph_team word", base_script(env, keywords="graph_team warp"), "unknown graph_team 'warp'"),
+            ("graph_team too big", base_script(env, keywords="graph_team 1024") + "run 0\n",
+             "graph_team 1024 is more than this back-end's team size limit"),
+            ("unknown keyword, kk", base_script(env, keywords="speed max"),
+             "unknown keyword 'speed' (usage: pair_style batmobile/kk [precision double|single] [kernels "
+             "fused|reference] [ghost_comm device|lammps] [distance_check auto|deferred|immediate] "
+             "[mpi_buffers auto|host] [graph_team auto|N])"),
+        ]
+        if env.vars.get("BACKEND") == "cuda":  # (a GPU's team size limit is 1024 or more)
+            kk_cases = [c for c in kk_cases if c[0] != "graph_team too big"]
+        for name, script, *messages in kk_cases:
+            rc, out, _ = run_lmp(env, script, expect_fail=True, **kk)
+            ok &= stopped_with(name, rc, out, *messages)
+        # newton off only where the model folds the ghosts' forces: one rank, ghost_comm device, fused kernels
+        # (kk_newton_off runs the allowed case)
         off = dict(extra_pre="newton off")
         for name, script, kw in (
                 ("newton off, 2 ranks", base_script(env, **off), dict(nranks=2, threads=1)),
                 ("newton off, lammps", base_script(env, ghost_comm="lammps", **off), {}),
-                ("newton off, ref.", base_script(env, kernels="reference", **off), {}),
-                ("newton off, ungrp.", base_script(env, **off), dict(extra_env={"BATMOBILE_GROUP_SENDERS": "0"}))):
+                ("newton off, ref.", base_script(env, kernels="reference", **off), {})):
             if kw.get("nranks", 1) > 1 and shutil.which("mpirun") is None:
                 continue
-            kw = dict(dict(kokkos=True, threads=2), **kw)
+            kw = dict(kk, **kw)
             rc, out, _ = run_lmp(env, script + "run 0\n", expect_fail=True, **kw)
             ok &= stopped_with(name, rc, out, "needs 'newton on'")
     if not ok:
         fail("an error case did not stop with its message")
+    print("PASS")
+
+
+def test_checksum(env):
+    """The weights checksum at pair_coeff (make_lammps_reference.py writes the three files; the checksum of model.pt
+    is Python's, so "verified" means the C++ loader computes the same): model.pt verified and logged;
+    model_no_checksum.pt (as older exporters wrote) runs with one warning and the same results; model_flipped.pt
+    (one weight bit flipped) stops at pair_coeff naming the file. For batmobile and batmobile/kk."""
+    styles = [("batmobile", {})]
+    if env.has_style("batmobile/kk"):
+        styles.append(("batmobile/kk", dict(kokkos=True, threads=2)))
+    ok = True
+    for style, kw in styles:
+        path = os.path.join(env.ref, "model.pt")
+        good = observe(env, style=style, **kw)
+        line = f"pair_coeff {style}: model file '{path}': weights checksum verified (sha256 "
+        seen = line in good["log"] and "WARNING: pair_coeff" not in good["log"]
+        print(f"  {style} model.pt: {'checksum verified, no warning' if seen else 'NO verified line'}")
+        ok &= seen
+        old = observe(env, style=style, model="model_no_checksum.pt", **kw)
+        old_path = os.path.join(env.ref, "model_no_checksum.pt")
+        warning = (f"WARNING: pair_coeff {style}: model file '{old_path}' carries no weights checksum, so corrupted "
+                   f"weights would go unnoticed; add one with: python -m batmobile.export --add-checksum {old_path} "
+                   f"NEW.pt")
+        warned = old["log"].count(warning) == 1 and "checksum verified" not in old["log"]
+        print(f"  {style} model_no_checksum.pt: {'one warning' if warned else 'NO (single) warning'}")
+        ok &= warned and same_results(env, f"{style} without checksum vs with", old, good)
+        flipped = os.path.join(env.ref, "model_flipped.pt")
+        rc, out, _ = run_lmp(env, base_script(env, style=style, model="model_flipped.pt"), expect_fail=True, **kw)
+        ok &= stopped_with(f"{style} flipped bit", rc, out,
+                           f"ERROR: pair_coeff {style}: Batmobile model file '{flipped}': the weights do not match "
+                           f"the file's checksum (stored sha256:", "the weights are corrupted or altered; re-export "
+                           "the model file")
+    if not ok:
+        fail("weights checksum")
     print("PASS")
 
 
@@ -681,16 +818,15 @@ run 40
     logs = {}
     # (the closest-distance check deferred, as on GPUs: the edge arrays sized by the neighbour list's capacity through
     # re-neighbouring, each step's statistics checked at the next step or on thermo steps)
-    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks,
-              extra_env={"BATMOBILE_KK_DEFERRED_CHECK": "1"})
+    kk = dict(kokkos=True, threads=1 if nranks > 1 else 2, nranks=nranks)
     # the kk run also writes each atom's rank at steps 0 and 40 (migration check)
     md_kk = md.replace("thermo_style custom step pe ke press",
                        "compute bmx all pair batmobile\nthermo_style custom step pe ke press " + KK_COUNT_COLUMNS +
                        "\ncompute prc all property/atom proc\ndump prc all custom 40 procs.txt id c_prc\n"
                        "dump_modify prc sort id")
     for name, kw, script in (("batmobile", {}, base_script(env) + md),
-                             ("batmobile/kk", kk, base_script(env, ghost_comm=ghost_comm,
-                                                              extra_pre=f"newton {newton}") + md_kk)):
+                             ("batmobile/kk", kk, base_script(env, ghost_comm=ghost_comm, extra_pre=f"newton {newton}",
+                                                              keywords="distance_check deferred") + md_kk)):
         _, log, tmp = run_lmp(env, script, **kw)
         rows[name] = thermo_rows(log)
         logs[name] = log
@@ -737,7 +873,9 @@ def main():
     env = Env(a.build, a.ref)
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
-     "nve": lambda: test_nve(env), "hybrid": lambda: test_hybrid(env), "hybrid_sum": lambda: test_hybrid_sum(env), "slab": lambda: test_slab(env, *a.args),
+     "nve": lambda: test_nve(env), "keywords": lambda: test_keywords(env), "checksum": lambda: test_checksum(env),
+     "hybrid": lambda: test_hybrid(env), "hybrid_sum": lambda: test_hybrid_sum(env),
+     "slab": lambda: test_slab(env, *a.args),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
                                  a.args[1] if len(a.args) > 1 else None, a.args[2] if len(a.args) > 2 else "on")}[a.test]()
