@@ -45,8 +45,8 @@ struct ConvEdgeWeights {
   T scale = 1;
   int C = 0;
   // 2 or 3 = SendAdjStaged (see there) with LaunchBounds<128, staged> where its scratch fits; 0 = SendAdj.
-  // Default 2 on device back-ends: on the H200, fwd+bwd 10,000 x 30 x 64 5.43 ms vs 9.68 unstaged and 6.08 with 3;
-  // 1,000 x 20 x 32 0.39 vs 0.74 ms (session 7). Host back-ends (one thread per team) gain nothing from staging.
+  // Default 2 on device back-ends, where it was the fastest on the H200 (unstaged took nearly twice as long); host
+  // back-ends (one thread per team) gain nothing from staging.
   static constexpr int default_staged = runs_on_host<exec> ? 0 : 2;
   int staged = default_staged;
 

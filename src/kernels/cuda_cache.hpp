@@ -1,7 +1,7 @@
-// Shared-memory carveout of a Kokkos parallel_for kernel on CUDA (an A/B option of the fused kernels).
+// Shared-memory carveout of a Kokkos parallel_for kernel on CUDA (LayerParams::shared_carveout of the fused kernels).
 //
 // Kokkos 3.4 launches every team-policy kernel with cudaFuncCachePreferShared: on the H200 that is 233 KB of shared
-// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute, 2026-11-30). The fused
+// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute). The fused
 // interaction kernels need ~25 KB of scratch per block at 2-3 blocks per SM, and their radial weights (W2t, 90 KB
 // for the water model) do not fit such an L1.
 //

@@ -7,7 +7,7 @@
 // Its alternatives cost the fused kernels registers (ptxas sm_90, float, L = 2, radial mode 1/2; forward / capped
 // receiver adjoint / capped sender adjoint): constant memory 129 regs, 8/8 B, 40-48/48-72 B of spills; the functor as
 // a kernel parameter (Kokkos's light-weight hint) or as a __grid_constant__ parameter 153 regs with local arrays
-// (1,056-B stack frame), 36/144 B, 52/104 B (MD on the H200 lost 6-7 % with it, session 9); through a global-memory
+// (1,056-B stack frame), 36/144 B, 52/104 B (MD on the H200 lost 6-7 % with it); through a global-memory
 // pointer 137 regs, 24/56 B, 280/392 B. So: constant memory, per kernel.
 //
 // Public API (namespace batmobile::kernels):

@@ -1,10 +1,10 @@
-// Edge-aligned SO(2) tensor product ("EAAS", design.md): rotate the sender feature into the frame where the
+// Edge-aligned SO(2) tensor product ("EAAS"): rotate the sender feature into the frame where the
 // edge direction is +y, where Y^l(rhat) = sqrt(2l+1) e_{m=0}; the CG contraction becomes a gather with at most
 // one source per output row; rotate back.
 //
 // Public API (namespace batmobile::kernels):
 //   edge_frame(r, R)                R (3x3, rows e_x', e_y' = rhat, e_z') with R rhat = +y. Roll: e_x' is along
-//                                   y x rhat (design.md "roll angle 0"); when |rhat_y| > kPoleSwitch it switches to
+//                                   y x rhat ("roll angle 0"); when |rhat_y| > kPoleSwitch it switches to
 //                                   e_z' along x x rhat so the frame stays well conditioned near the poles (the
 //                                   product is roll-invariant, so the switch changes nothing but rounding).
 //                                   S = T or Dual3<T> (exact gradients through the frame).
@@ -13,7 +13,7 @@
 //                                   fixed points P (Y^l(P)^-1 is computed at compile time). D^1 = R.
 //   GatherTable<L, ALL> / make_gather_table<L, ALL>()   constexpr; for path p and output row m3 (index m3 + l3):
 //                                   src[p][m3] (input row index m1 + l1, or -1) and coef[p][m3] =
-//                                   sqrt(2 l3 + 1) CG_p[src][m2 = 0][m3] (design.md test-vector normalisation);
+//                                   sqrt(2 l3 + 1) CG_p[src][m2 = 0][m3] (the normalisation of the test vectors);
 //                                   ok == false if a row had two sources (static_assert'ed).
 //   eaas_tp<L, ALL>(r, h, w, s, out)   out += s * sum_p alpha_p w_p CG_p(h, Y(rhat)) evaluated through the frame:
 //                                   equals tp_fwd<L, ALL> (tested <= 1e-10 relative in double for every path).

@@ -17,7 +17,7 @@
 //                                   out[((tile * KS + ks) * 32 + lane) * 4 + r], one 16-byte load per lane and k
 //                                   step. fp32 values, split on the device: a pre-split big + small copy was twice
 //                                   the bytes, and the H200 ran the radial GEMM from L2 instead of L1 with it
-//                                   (attention fwd+bwd 10k x 30 x 64: 32.1 ms vs 25.9 ms for the CUDA-core GEMM)
+//                                   (slower than the CUDA-core GEMM)
 //   mma_tf32_3x(d, a_big, a_small, b_big, b_small)   device: d += A B (three m16n8k8 MMAs, small terms first)
 //   split_tf32(x, big, small)       host and device: the split of one operand value in 4 integer / fp32 operations:
 //                                   big = tf32_round(x) for finite x, small = x - big cut to TF32 (toward zero), so
@@ -25,7 +25,7 @@
 //                                   products then give NaN, as with cvt). The cvt.rna form (tf32_round twice) took
 //                                   7-9 SASS instructions per value with its NaN / infinity guards, about two thirds
 //                                   of the radial GEMM's instructions, which were ~45 % of the fused kernels'
-//                                   (Nsight Compute, H200, MD at 10,368 atoms, session 15).
+//                                   (Nsight Compute, H200, MD at 10,368 atoms).
 #pragma once
 #include <Kokkos_Core.hpp>
 

@@ -58,7 +58,7 @@ KOKKOS_FORCEINLINE_FUNCTION T dot_n(const T* a, const T* b) {
 // w, wv, gm, go may be register arrays (T*) or any indexable accessor, e.g. Strided over a global view: each
 // path then loads its weight and its (2 l3 + 1) upstream values where it uses them, so that they need not all be
 // live in registers at once (the conv adjoint kernels spill otherwise). gw, gwv: anything with gw[p] += x (T*, or a
-// proxy that contracts dE/dw_p at once, see ContractWithDw in interaction.hpp).
+// proxy that contracts dE/dw_p at once, see ContractWithDw in interaction_adjoint.hpp).
 template <int L, bool ALL, bool NEED_H, bool TWO, class T, bool NEED_W = true, class PS = AllowedPaths<L, ALL>,
           class W, class WV, class GM, class GO, class GW, class GWV>
 KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const WV& wv, const GM& gm, const GO& go,

@@ -1,4 +1,4 @@
-// EAAS / SO(2): frame and Wigner-D (design.md test vector), gather table (design.md test vector, "at most one
+// EAAS / SO(2): frame and Wigner-D (a fixed test vector), gather table (a fixed test vector, "at most one
 // source", parity rule), equality with the dense CG product for every path, 2x2 block form, adjoint.
 #include "test_util.hpp"
 

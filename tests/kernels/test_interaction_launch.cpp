@@ -223,14 +223,13 @@ TEST(Interaction, PrepareSpan) {
         }
       }
   // the automatic span: the smallest divisor of H with one round of items, H where none has
-  using Kern = InteractionKernel<float, Dev, L, true>;
-  EXPECT_EQ(Kern::auto_prepare_span(32, 56, 128), 16);
-  EXPECT_EQ(Kern::auto_prepare_span(32, 56, 64), 32);
-  EXPECT_EQ(Kern::auto_prepare_span(32, 8, 64), 4);
-  EXPECT_EQ(Kern::auto_prepare_span(32, 2, 64), 1);
-  EXPECT_EQ(Kern::auto_prepare_span(12, 10, 32), 4);  // 12 / 3 = 4 items per edge would need 40 threads
-  EXPECT_EQ(Kern::auto_prepare_span(16, 90, 32), 16);
-  EXPECT_EQ(Kern::auto_prepare_span(1, 90, 32), 1);
+  EXPECT_EQ(auto_prepare_span(32, 56, 128), 16);
+  EXPECT_EQ(auto_prepare_span(32, 56, 64), 32);
+  EXPECT_EQ(auto_prepare_span(32, 8, 64), 4);
+  EXPECT_EQ(auto_prepare_span(32, 2, 64), 1);
+  EXPECT_EQ(auto_prepare_span(12, 10, 32), 4);  // 12 / 3 = 4 items per edge would need 40 threads
+  EXPECT_EQ(auto_prepare_span(16, 90, 32), 16);
+  EXPECT_EQ(auto_prepare_span(1, 90, 32), 1);
   Launch bad(4 * C, 2, 4);
   bad.prepare_span = 3;  // does not divide H = 16
   EXPECT_THROW((run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, bad)), std::invalid_argument);
@@ -334,8 +333,8 @@ TEST(Interaction, BasisChunkOccupancy) {
   EXPECT_EQ(blocks_per_sm_for(h200, 129, 128, 23000), 3);  // 129 -> 136 registers per thread as allocated: 15 warps
   EXPECT_EQ(blocks_per_sm_for(h200, 32, 128, 0), 16);      // threads: 2048 / 128
   EXPECT_EQ(blocks_per_sm_for(h200, 16, 32, 0), 32);       // the block limit
-  // the search: the largest chunk (in steps of gch) that keeps blocks(gch)
-  auto blocks = [](int gsc) { return gsc <= 48 ? 6 : 5; };
+  // the search: the largest basis chunk (in steps of the radial chunk) that keeps the radial chunk's blocks
+  auto blocks = [](int basis_edges) { return basis_edges <= 48 ? 6 : 5; };
   EXPECT_EQ(largest_chunk_keeping(64, 4, blocks), 48);
   EXPECT_EQ(largest_chunk_keeping(64, 8, [](int) { return 3; }), 64);
   EXPECT_EQ(largest_chunk_keeping(8, 8, blocks), 8);
@@ -348,15 +347,16 @@ template <class T, int L>
 void expect_gpu_launch(int C, int H, bool adjoint, int S, int chunk) {
   using Kern = InteractionKernel<T, Dev, L, true>;
   const size_t limit = 40960;
-  const auto sg = Kern::gpu_launch(C, H, 8, adjoint, true, 0, 1024, limit);
-  const size_t bytes = Kern::scratch_bytes(C, H, 8, adjoint, sg.first, sg.second);
-  std::printf("%s C=%d L=%d H=%d %s: S=%d chunk=%d scratch %zu B (mode 0: %zu B)\n", sizeof(T) == 4 ? "float" : "double",
-              C, L, H, adjoint ? "adjoint" : "forward", sg.first, sg.second, bytes,
-              Kern::scratch_bytes(C, H, 8, adjoint, sg.first));
-  EXPECT_EQ(sg.first, S);
-  EXPECT_EQ(sg.second, chunk);
+  const auto split_chunk = gpu_launch<Kern>(C, H, 8, adjoint, true, 0, 1024, limit);
+  const size_t bytes = Kern::scratch_bytes(C, H, 8, adjoint, split_chunk.first, split_chunk.second);
+  std::printf("%s C=%d L=%d H=%d %s: S=%d chunk=%d scratch %zu B (mode 0: %zu B)\n",
+              sizeof(T) == 4 ? "float" : "double", C, L, H, adjoint ? "adjoint" : "forward", split_chunk.first,
+              split_chunk.second, bytes,
+              Kern::scratch_bytes(C, H, 8, adjoint, split_chunk.first));
+  EXPECT_EQ(split_chunk.first, S);
+  EXPECT_EQ(split_chunk.second, chunk);
   EXPECT_LE(bytes, limit);
-  EXPECT_EQ(Kern::gpu_launch(C, H, 8, adjoint, false, 0, 1024, limit).second, 0);
+  EXPECT_EQ(gpu_launch<Kern>(C, H, 8, adjoint, false, 0, 1024, limit).second, 0);
 }
 
 TEST(Interaction, RadialGemmScratch) {
@@ -370,7 +370,7 @@ TEST(Interaction, RadialGemmScratch) {
   expect_gpu_launch<double, 3>(64, 16, true, 2, 0);
   // explicit chunk that does not fit: mode 0
   using Kern = InteractionKernel<float, Dev, 2, true>;
-  EXPECT_EQ(Kern::radial_chunk_for(32, 32, 8, true, 4, 40960, 8), 0);
+  EXPECT_EQ(radial_chunk_for<Kern>(32, 32, 8, true, 4, 40960, 8), 0);
 }
 
 // Explicit team sizes must be 1 or a multiple of C.

@@ -1,0 +1,226 @@
+// Adjoint kernels of one fused interaction layer (InteractionKernel's RecvAdjT / SendAdjT tags,
+// interaction_kernel.hpp); both recompute each edge instead of reading per-edge tensors:
+//   RecvAdj  team i: dE/dr_ij from gm, go of receiver i; accumulates the receiver force, half the per-edge virial
+//            and dE/dq_i (team reduction).
+//   SendAdj  team j (any atom incl. ghosts): loops over the edges with sender j (sender CSR); dE/dh_j (gather),
+//            sender force, half virial, dE/dk_j. Independent of RecvAdj: with its own force / virial accumulators
+//            (InteractionWork::f_send) the two can run side by side on CUDA (interaction_driver.hpp).
+#pragma once
+#include "interaction_chunk.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+// An output "array" for tp_adjoint's dE/dw_p that contracts at once with dw_p/dd: gw[p] += x adds x dw[p] to *gd
+// (the adjoint needs only dE/dd = sum_p dE/dw_p dw_p/dd), so that no per-path accumulators stay live.
+template <class T, class DW>
+struct ContractWithDw {
+  T* gd;
+  DW dw;
+  struct Term {
+    T* gd;
+    T f;
+    KOKKOS_INLINE_FUNCTION void operator+=(T x) const { *gd += x * f; }
+  };
+  KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, dw[p]}; }
+};
+
+// dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
+// Mode 1 reads the radial outputs from team scratch path by path (RadialColumn); mode 0 computes them into
+// registers (EdgeRadial).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool SENDER, class Ch>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_adjoint(
+    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T* gr, T* ghj, T* gs_out) const {
+  if constexpr (Ch::team_radial) {
+    using Col = RadialColumn<T, decltype(ch.w)>;
+    const int C = prm.C;
+    const int tw = ch.wrow(t);
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{ch.w, tw, 0, C, c}, Col{ch.w, tw, P, C, c},
+                                Col{ch.dw, tw, 0, C, c}, Col{ch.dw, tw, P, C, c}, gr, ghj, gs_out);
+  } else {
+    EdgeRadial<T, P> R;
+    edge_radial<true>(ch, c, t, d, R);
+    const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, w, wv, dw, dwv, gr, ghj, gs_out);
+  }
+}
+
+// edge_adjoint given the radial outputs w, wv (weights, attention values) and their d/dd.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool SENDER, class Ch, class W, class DW>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_adjoint_radial(
+    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, const W& w, const W& wv, const DW& dw,
+    const DW& dwv, T* gr, T* ghj, T* gs_out) const {
+  T Y[K], hj[K], gmi[K], goi[K];
+  const T inv_d = T(1) / d;
+  sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
+  load_h(j, c, hj);
+  const auto gmr = components(gm, i, c);
+  for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gmr[kk] : T(0);  // (scalar output: l = 0 only)
+  T gY[K];
+  for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
+  T gd = T(0), gs = T(0), pw = T(0);
+  if constexpr (ATTN) {
+    pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
+    T v[K];
+    for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
+    tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
+    T tt = T(0);
+    const auto gor = components(go, i, c), orow = components(o, i, c);
+    for (int kk = 0; kk < K; ++kk) {
+      goi[kk] = kk < KO ? gor[kk] : T(0);
+      if (kk < KO) tt += goi[kk] * (v[kk] - orow[kk]);
+    }
+    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it); de/ds = e and
+    // de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
+    gs = tt * pw;
+    gd += gs * ch.dlg(t, a);
+  } else {
+    for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
+  }
+  // dE/dw_p and dE/dwv_p go straight into gd = dE/dd (path order: w_p then wv_p, as a loop over p would add them)
+  const ContractWithDw<T, DW> gw{&gd, dw}, gwv{&gd, dwv};
+  tp_adjoint<L, false, SENDER && FEATURE_GRAD, ATTN, T, true, Paths>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY,
+                                                                    gw, gwv);
+  // dE/dr = gd r / d + the SH part, in reverse mode from the unit vector (sh_vjp_unit)
+  const T rhat[3] = {r[0] * inv_d, r[1] * inv_d, r[2] * inv_d};
+  for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
+  sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
+  *gs_out = gs;
+}
+
+// One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
+// (A = double, or T for the per-thread partials of the GPU path, see adjoint_team).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool SENDER, class Ch, class A>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::adjoint_edge(int atom, int c, int a,
+                                                                                          const Ch& ch, int t,
+                                                                                          A* acc, T* ghj) const {
+  const int other = ch.other(t);
+  if (other < 0) return;
+  const int i = SENDER ? other : atom, j = SENDER ? atom : other;
+  const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+  const T d = ch.geo(t, 3);
+  T gr[3], gs;
+  edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, gr, ghj, &gs);
+  // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
+  for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
+  tally_virial(acc, r, gr);
+  if constexpr (ATTN && FEATURE_GRAD) {
+    const T sdk = T(1) / sqrt(T(prm.dk));
+    for (int x = 0; x < DKM; ++x)
+      if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
+  }
+}
+
+// Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
+// per-atom results.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::team_finish(const member& team,
+                                                                                         const scratch& part, int n,
+                                                                                         bool sender) const {
+  team.team_barrier();
+  const int C = prm.C, chead = C / prm.A, adk = FEATURE_GRAD ? prm.A * prm.dk : 0, S = int(part.extent(0)) / C;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + adk), [&](const int v) {
+    if (v < 9) {
+      double s = 0;
+      for (int row = 0; row < S * C; ++row) s += part(row, v);
+      if (v < 3)
+        f(n, v) += s;
+      else
+        vatom(n, v - 3) += s;
+    } else if (ATTN) {
+      const int a = (v - 9) / prm.dk, e = (v - 9) % prm.dk;
+      double s = 0;
+      for (int sl = 0; sl < S; ++sl)
+        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + e);
+      (sender ? gk : gq)(n, v - 9) = T(s);
+    }
+  });
+}
+
+// The adjoint of one atom: of receiver `atom` (RecvAdj) or of sender `atom` (SendAdj).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool SENDER, bool TEAM_RADIAL>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::adjoint_team(const member& team) const {
+  const int atom = team.league_rank();
+  const int C = prm.C, chead = C / prm.A;
+  const int ts = team.team_size(), tr = team.team_rank();
+  check_team_size<TEAM_RADIAL>(ts);
+  const int S = edge_split(ts, C);
+  const auto ch = make_chunk<TEAM_RADIAL>(team, true, S);
+  const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
+  const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
+  if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
+    const int c = tr % C, sl = tr / C;
+    // in T: a thread sums only its own few edges (1/S of the atom's), the team and the atoms add in double; in
+    // double the float L = 2 adjoints spilled at their register cap.
+    T acc[NV];
+    for (int v = 0; v < NV; ++v) acc[v] = 0;
+    T ghj[K];
+    for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
+    for (int start = s0; start < s1; start += ch.radial_edges) {
+      const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
+      if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+      radial_outputs<true>(team, ch, first, n);
+#ifdef __CUDA_ARCH__
+#pragma unroll 1
+#endif
+      for (int t = first + sl; t < first + n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+    }
+    if (TEAM_RADIAL) team.team_barrier();  // part and buf overlap the last chunk
+    const scratch part = part_of(ch, S);
+    for (int v = 0; v < NV; ++v)  // compile-time bound: acc stays in registers
+      if (v < 9 + prm.dk) part(tr, v) = acc[v];
+    if (SENDER && FEATURE_GRAD) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
+      if (S > 1) {
+        const ST2 buf = buf_of(ch, true, S);
+        park(buf, C, c, sl, 0, ghj, K);
+        team.team_barrier();
+        if (sl == 0)
+          for (int s = 1; s < S; ++s)
+            for (int kk = 0; kk < K; ++kk) ghj[kk] += buf((s - 1) * C + c, kk);
+      }
+      if (sl == 0)
+        for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
+    }
+  } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
+    const scratch part = part_of(ch, S);
+    for (int c = 0; c < C; ++c)
+      for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
+    for (int start = s0; start < s1; start += ch.radial_edges) {
+      const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
+      if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+      radial_outputs<true>(team, ch, first, n);
+      for (int c = 0; c < C; ++c) {
+        double acc[NV];
+        for (int v = 0; v < NV; ++v) acc[v] = 0;
+        T ghj[K];
+        for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
+        for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+        if (SENDER && FEATURE_GRAD)
+          for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
+        for (int v = 0; v < NV; ++v)
+          if (v < 9 + prm.dk) part(c, v) += acc[v];
+      }
+    }
+  }
+  team_finish(team, part_of(ch, S), atom, SENDER);
+}
+
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool TEAM_RADIAL>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::operator()(RecvAdjT<TEAM_RADIAL>,
+                                                                                        const member& team) const {
+  adjoint_team<false, TEAM_RADIAL>(team);
+}
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <bool TEAM_RADIAL>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::operator()(SendAdjT<TEAM_RADIAL>,
+                                                                                        const member& team) const {
+  adjoint_team<true, TEAM_RADIAL>(team);
+}
+
+}  // namespace kernels
+}  // namespace batmobile

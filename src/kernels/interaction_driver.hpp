@@ -1,0 +1,205 @@
+// Host drivers of one fused interaction layer (interaction.hpp): interaction_forward() and interaction_backward(),
+// their workspace InteractionWork, and the launch of a fused kernel (Kokkos's, or parallel_for_const_slots with the
+// register cap of interaction_launch.hpp, on an execution-space instance of its own where the adjoints overlap).
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "cuda_cache.hpp"
+#include "cuda_launch.hpp"
+#include "graph.hpp"
+#include "interaction_launch.hpp"
+#include "interaction_project_qk.hpp"
+#include "lanes.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+template <class T, class Device>
+struct InteractionWork {
+  Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
+  // Optional, set by the caller: the sender adjoint's own force / virial accumulators (n_total, 3) and (n_total, 6),
+  // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and may run side by
+  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the receiver.
+  Kokkos::View<double**, Kokkos::LayoutRight, Device> f_send, vatom_send;
+  std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
+  // Set by a caller that wrote q and k for the next interaction_forward itself (e.g. per species, for an embedding
+  // input), after sizing them with resize: that forward then projects nothing (and clears the flag).
+  bool qk_given = false;
+  // Grow-only, with 20 % headroom beyond the first size: MD changes n_total (the ghosts) at every re-neighbouring,
+  // and each reallocation of the six arrays initialises and fences. Returns whether the arrays were reallocated.
+  bool resize(int n_recv, int n_total, int A, int dk) {
+    const bool first = q.data() == nullptr;
+    const bool grow = int(q.extent(0)) < n_recv || int(k.extent(0)) < n_total || int(M.extent(1)) != A ||
+                      int(q.extent(1)) != A * dk;
+    if (grow) {
+      const int nr = first ? n_recv : n_recv + n_recv / 5 + 16, nt = first ? n_total : n_total + n_total / 5 + 16;
+      q = decltype(q)("q", nr, A * dk);
+      gq = decltype(q)("gq", nr, A * dk);
+      k = decltype(q)("k", nt, A * dk);
+      gk = decltype(q)("gk", nt, A * dk);
+      M = decltype(q)("M", nr, A);
+      Z = decltype(q)("Z", nr, A);
+    }
+    return grow;
+  }
+};
+
+// The launches that LayerParams::const_slot_launch can take over (compiled only there, to keep the build time):
+// CUDA builds, float, radial mode >= 1, capped (fused_cap_blocks): the forward and the adjoints with key width
+// <= kSmallDk, as MD runs them. The uncapped launches go through Kokkos's.
+template <class Kern, class Pol>
+inline constexpr bool const_slots_compiled = [] {
+  using Tag = typename Pol::work_tag;
+  if constexpr (fused_cap_blocks<Kern, Tag> > 0)
+    return const_launch_available && std::is_same<Pol, CappedPolicy<Kern, Tag>>::value;
+  return false;
+}();
+
+// parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
+template <class Kern, class Pol>
+void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
+  if constexpr (const_slots_compiled<Kern, Pol>) {
+    if (kern.prm.const_slot_launch == 1) {
+      parallel_for_const_slots(name, pol, kern);
+      if (kern.prm.shared_carveout > 0) {
+        const auto ks = const_slot_kernels<Kern, Pol>();
+        set_kernel_carveout(ks.first, kern.prm.shared_carveout);
+        set_kernel_carveout(ks.second, kern.prm.shared_carveout);
+      }
+      return;
+    }
+  }
+  Kokkos::parallel_for(name, pol, kern);
+  if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
+}
+
+// Policy P with pol's league, team and scratch, on execution-space instance `space`.
+template <class P, class Pol>
+P policy_on(const typename P::execution_space& space, const Pol& pol) {
+  P p(space, pol.league_size(), pol.team_size());
+  return p.set_scratch_size(0, Kokkos::PerTeam(pol.scratch_size(0)));  // (no per-thread scratch here)
+}
+
+// Launches a fused kernel with policy pol's league, team and scratch on execution-space instance `space` (a Lanes
+// lane or the default), capped where fused_capped says so.
+template <class Kern, class Pol>
+void launch_kernel(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
+  using Tag = typename Pol::work_tag;
+  if constexpr (fused_cap_blocks<Kern, Tag> > 0) {
+    if (fused_capped<Kern, Tag>(kern, pol.team_size())) {
+      launch_fused(name, kern, policy_on<CappedPolicy<Kern, Tag>>(space, pol));
+      return;
+    }
+  }
+  if constexpr (runs_on_host<typename Kern::exec>) {
+    // Host threads take teams dynamically: the sender adjoint's teams (ghosts included) differ widely in edge count
+    // and are ordered owned atoms first, so a static split left one thread most of the work.
+    using Dynamic = Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::Schedule<Kokkos::Dynamic>>;
+    launch_fused(name, kern, policy_on<Dynamic>(space, pol));
+  } else {
+    launch_fused(name, kern, policy_on<Kokkos::TeamPolicy<typename Kern::exec, Tag>>(space, pol));
+  }
+}
+
+// The inputs that the forward and the adjoint kernels of a layer share.
+template <class Kern, class GraphT, class Params, class Features, class Outputs, class Work>
+void bind_layer(Kern& kern, const GraphT& g, const Params& prm, const Features& h, const Outputs& o,
+                const Work& work) {
+  kern.g = g;
+  kern.prm = prm;
+  kern.h = h;
+  kern.o = o;
+  kern.M = work.M;
+  kern.Z = work.Z;
+  kern.q = work.q;
+  kern.k = work.k;
+}
+
+// Forward of one layer: m (and, if ATTN, o, saving M and Z in work). ROLE: the layer role's kernels
+// (InteractionKernel; prm from make_layer_params with the same role); team_size: see interaction_launch.hpp.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
+                         const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
+                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
+                         const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work,
+                         int team_size = 0) {
+  using exec = typename Device::execution_space;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
+  const bool qk_given = work.qk_given;
+  work.qk_given = false;
+  if (work.resize(g.n_recv, g.n_total, prm.A, prm.dk) && qk_given)
+    throw std::logic_error("interaction_forward: q and k were given in work arrays too small for this graph");
+  if (ATTN && !qk_given) {
+    ProjectQK<T, Device> pq{h,      {},      prm.Wq,  prm.Wk,   prm.WqT, prm.WkT, work.q,
+                            work.k, work.gq, work.gk, g.n_recv, prm.C,   prm.A * prm.dk};
+    Kokkos::parallel_for("batmobile::project_qk",
+                         Kokkos::RangePolicy<exec, Kokkos::IndexType<int64_t>>(0, int64_t(g.n_total) * prm.A * prm.dk),
+                         pq);
+  }
+  Kern kern;
+  bind_layer(kern, g, prm, h, o, work);
+  kern.m = m;
+  with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
+    launch_kernel("batmobile::interaction_fwd", kern, pol, exec());
+  });
+}
+
+// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not for an embedding
+// input) gh.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
+                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& gm,
+                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& go,
+                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& gh,
+                          const Kokkos::View<double**, Kokkos::LayoutRight, Device>& f,
+                          const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
+                          InteractionWork<T, Device>& work, int team_size = 0) {
+  using exec = typename Device::execution_space;
+  with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& kern) {
+    using Kern = std::decay_t<decltype(kern)>;
+    bind_layer(kern, g, prm, h, o, work);
+    kern.gm = gm;
+    kern.go = go;
+    kern.gh = gh;
+    kern.gq = work.gq;
+    kern.gk = work.gk;
+    kern.f = f;
+    kern.vatom = vatom;
+    // the sender's own accumulators, if the caller gave them: then the two kernels write disjoint arrays
+    Kern send = kern;
+    const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
+                     work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
+    if (own) send.f = work.f_send, send.vatom = work.vatom_send;
+    const bool concurrent = own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
+    if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
+    if (concurrent) work.lanes->fork();
+    const exec recv_space = concurrent ? work.lanes->lane(0) : exec();
+    const exec send_space = concurrent ? work.lanes->lane(1) : exec();
+    with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+      launch_kernel("batmobile::interaction_recv_adj", kern, pol, recv_space);
+    });
+    with_atom_policy<Kern::template SendAdjT>(send, g.senders(), true, team_size, [&](const auto& pol) {
+      launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
+    });
+    if (concurrent) work.lanes->join();
+  });
+  if (ATTN && !(ROLE & kEmbeddingInput)) {
+    ProjectQK<T, Device> pq{h,      gh,      prm.Wq,  prm.Wk,   prm.WqT, prm.WkT, work.q,
+                            work.k, work.gq, work.gk, g.n_recv, prm.C,   prm.A * prm.dk};
+    // (with sender groups only the groups' rows of gk are written: the images' dE/dk is in their atom's row)
+    Kokkos::parallel_for("batmobile::project_qk_adj",
+                         Kokkos::RangePolicy<exec, typename ProjectQK<T, Device>::Adjoint, Kokkos::IndexType<int64_t>>(
+                             0, int64_t(g.senders()) * prm.C),
+                         pq);
+  }
+}
+
+}  // namespace kernels
+}  // namespace batmobile

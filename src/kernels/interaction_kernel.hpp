@@ -1,0 +1,256 @@
+// The functor of the fused interaction kernels of one layer (interaction.hpp gives the layouts and the algorithm):
+// its tags, inputs and outputs, the team-scratch layout of an edge chunk, and the declarations of its stages, which
+// are defined by role in interaction_chunk.hpp (the per-chunk stages that the forward and the adjoints share),
+// interaction_forward.hpp and interaction_adjoint.hpp.
+//
+// Template parameters: T (float or double), Device, L (feature degree), ATTN (on-the-fly attention), DKM (key width
+// bound of the adjoints' register partials: kSmallDk or kMaxDk), ROLE (layer role bits, common.hpp).
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+
+#include "common.hpp"
+#include "graph.hpp"
+#include "interaction_params.hpp"
+#include "interaction_radial.hpp"
+#include "sh.hpp"
+#include "tp.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+// lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
+inline constexpr float kMaskedLogit = -3e38f;
+
+// Components (a, 0..K-1, c) of an (n, K, C) view as tp.hpp's Strided (a row pointer and an int stride): the view's
+// 64-bit index arithmetic per component cost several instructions per load in the fused kernels.
+template <class V>
+KOKKOS_INLINE_FUNCTION Strided<typename V::non_const_value_type> components(const V& v, int a, int c) {
+  return {&v(a, 0, c), int(v.stride(1))};
+}
+
+// Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
+// else 1 (host back-ends: one thread per team loops over the channels).
+KOKKOS_INLINE_FUNCTION constexpr int edge_split(int ts, int C) { return ts >= C ? ts / C : 1; }
+// The automatic GPU edge split before the scratch and team-size limits (gpu_launch): 128-thread teams.
+KOKKOS_INLINE_FUNCTION constexpr int auto_edge_split(int C) { return 128 / C > 1 ? 128 / C : 1; }
+
+template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, int ROLE = kGeneralLayer>
+struct InteractionKernel {
+  static_assert(DKM >= 1 && DKM <= kMaxDk, "DKM: key width bound of the adjoint kernels");
+  static_assert(ROLE >= 0 && ROLE <= (kEmbeddingInput | kScalarOutput), "ROLE: layer role bits (common.hpp)");
+  static constexpr int K = num_sh(L);
+  static constexpr int role = ROLE;
+  // the tensor-product paths of the role (all natural ones for a general layer)
+  using Paths = LayerPaths<L, ROLE>;
+  static constexpr int P = Paths::count;
+  // feature components the layer reads from h (all, or l = 0 for an embedding input) and writes to m, o (all, or
+  // l = 0 for a scalar output: gm, go are read there only)
+  static constexpr int KI = (ROLE & kEmbeddingInput) ? 1 : K;
+  static constexpr int KO = (ROLE & kScalarOutput) ? 1 : K;
+  // the adjoint gives dE/dh, dE/dq, dE/dk (not for an embedding input: constant in the positions)
+  static constexpr bool FEATURE_GRAD = !(ROLE & kEmbeddingInput);
+  static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;  // per-channel partials reduced per team: force, virial, dq/dk
+  static constexpr int dkm = DKM;
+  using scalar = T;
+  static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
+  static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
+  using exec = typename Device::execution_space;
+  using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
+  using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
+  using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Device>;
+  using D2 = Kokkos::View<double**, Kokkos::LayoutRight, Device>;
+  using member = typename Kokkos::TeamPolicy<exec>::member_type;
+  using sspace = typename exec::scratch_memory_space;
+  using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using scratch = Kokkos::View<double**, Kokkos::LayoutRight, sspace, unmanaged>;
+  using ST2 = Kokkos::View<T**, Kokkos::LayoutRight, sspace, unmanaged>;
+  using SI1 = Kokkos::View<int*, sspace, unmanaged>;
+  // Kernel tags; TEAM_RADIAL = radial mode >= 1, the team computes each chunk's radial outputs into scratch (a
+  // separate instantiation, so that each mode gets its own registers).
+  template <bool TEAM_RADIAL>
+  struct ForwardT {
+    static constexpr bool team_radial = TEAM_RADIAL;
+  };
+  template <bool TEAM_RADIAL>
+  struct RecvAdjT {
+    static constexpr bool team_radial = TEAM_RADIAL;
+  };
+  template <bool TEAM_RADIAL>
+  struct SendAdjT {
+    static constexpr bool team_radial = TEAM_RADIAL;
+  };
+  using Forward = ForwardT<false>;
+  using RecvAdj = RecvAdjT<false>;
+  using SendAdj = SendAdjT<false>;
+
+  // Team scratch: per-edge data of one chunk (geometry (r, d), the other atom of the edge (-1: not an edge),
+  // per-(edge, head) attention terms (forward: lg = logit + log u; adjoint: lg = softmax weight p, dlg = d(logit +
+  // log u)/dd; they are the same for all channels of a head, so the prepare pass forms them once), hidden
+  // activations s and ds/dd ((basis_edges, H); (H, basis_edges) in radial mode 1, which reads several edges at once;
+  // mode 1 also the radial outputs w, dw/dd (radial_edges, NW C)), and the end-of-atom arrays: adjoint partials part
+  // (C S, 9 + dk) and the parked partials buf of edge slots 1..S-1.
+  template <bool TEAM_RADIAL>
+  struct Chunk {
+    static constexpr bool team_radial = TEAM_RADIAL;  // radial mode 1
+    ST2 geo, lg, dlg, s, sd, w, dw;
+    SI1 other;
+    char* base;             // start of the team scratch (end-of-atom arrays: part_of, buf_of)
+    int radial_edges = CH;  // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
+    int basis_edges = CH;   // edges per basis chunk (rows of geo, lg, dlg, s, sd, other): a multiple of radial_edges
+    bool overlap;           // chunk_overlap(team size)
+    // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
+    KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
+  };
+  // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
+  // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
+  // only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0: radial_edges), mode 0
+  // CH.
+  struct Layout {
+    size_t geo, lg, dlg, s, sd, other, w, dw, part, buf, total;
+  };
+  KOKKOS_INLINE_FUNCTION static size_t take(size_t& off, size_t bytes) {
+    const size_t o = off;
+    off += (bytes + 31) / 32 * 32;
+    return o;
+  }
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int radial_edges,
+                                              bool overlap = true, int basis_edges = 0) {
+    const size_t t = sizeof(T), radial_rows = radial_edges > 0 ? radial_edges : CH,
+                 basis_rows = radial_edges > 0 && basis_edges > radial_edges ? basis_edges : radial_rows;
+    Layout lo{};
+    size_t off = 0;
+    lo.geo = take(off, t * basis_rows * 4);
+    lo.lg = take(off, t * basis_rows * kMaxHeads);
+    if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
+    lo.s = take(off, t * basis_rows * H);
+    lo.sd = take(off, t * basis_rows * H);
+    lo.other = take(off, sizeof(int) * basis_rows);
+    if (radial_edges > 0) {
+      lo.w = take(off, t * radial_rows * NW * C);
+      if (adjoint) lo.dw = take(off, t * radial_rows * NW * C);
+    }
+    const size_t chunk_end = off;
+    if (radial_edges > 0 && overlap) off = 0;
+    if (adjoint) lo.part = take(off, sizeof(double) * C * S * (9 + dk));
+    if (S > 1) lo.buf = take(off, t * C * (S - 1) * merge_cols(adjoint));
+    lo.total = off > chunk_end ? off : chunk_end;
+    return lo;
+  }
+  // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk radial_edges (0: mode
+  // 0).
+  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int radial_edges = 0, bool overlap = true,
+                              int basis_edges = 0) {
+    return layout(C, H, dk, adjoint, S, radial_edges, overlap, basis_edges).total + 64;  // + alignment of the base
+  }
+  // Whether the end-of-atom arrays may overlap a mode-1 chunk for teams of ts threads: not for one thread per team
+  // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
+  // back-ends run mode 1 with teams of C * S only, so there it is a compile-time true).
+  KOKKOS_INLINE_FUNCTION static constexpr bool chunk_overlap(int ts) { return !(runs_on_host<exec> && ts == 1); }
+  // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
+  KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
+
+  Graph<T, Device> g;
+  LayerParams<T, Device> prm;
+  CV3 h;
+  V3 m, o;     // forward outputs (o is read by the adjoint)
+  V2 M, Z;     // saved softmax statistics
+  V2 q, k;     // projections
+  CV3 gm, go;  // upstream gradients (receivers)
+  V3 gh;       // dE/dh (accumulated)
+  V2 gq, gk;   // dE/dq, dE/dk (written)
+  D2 f, vatom;
+
+  // Set by atom_team_policy: radial_edges, radial mode 1 in use with chunks of radial_edges edges (0: mode 0);
+  // basis_edges, its basis chunk: the edges whose geometry, Bessel basis and hidden layer one prepare pass fills;
+  // use_tensor_cores, radial mode 2: the chunk GEMM runs on tensor cores (radial_mma); use_radial_table, radial
+  // mode 3: the chunk's radial outputs come from the table prm.Rtab (radial_table_fill).
+  int radial_edges = 0;
+  int basis_edges = 0;
+  int use_tensor_cores = 0;
+  int use_radial_table = 0;
+
+  // Entry points (one team per atom): the forward (interaction_forward.hpp) and the receiver and sender adjoints
+  // (interaction_adjoint.hpp).
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void operator()(ForwardT<TEAM_RADIAL>, const member& team) const;
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void operator()(RecvAdjT<TEAM_RADIAL>, const member& team) const;
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void operator()(SendAdjT<TEAM_RADIAL>, const member& team) const;
+
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void check_team_size(int ts) const {
+    if (ts != 1 && (ts < prm.C || ts % prm.C != 0)) Kokkos::abort("batmobile: team size must be 1 or C * S");
+    if (TEAM_RADIAL && (radial_edges <= 0 || (ts < prm.C && !(runs_on_host<exec> && ts == 1))))
+      Kokkos::abort("batmobile: radial mode 1 needs a chunk and team size C * S (host back-ends: or 1)");
+  }
+
+  // Slots s = 1..S-1 park n values (per channel) in rows (s - 1) C + c of buf; after the barrier slot 0 reads them.
+  KOKKOS_INLINE_FUNCTION static void park(const ST2& buf, int C, int c, int slot, int col0, const T* v, int n) {
+    if (slot > 0)
+      for (int x = 0; x < n; ++x) buf((slot - 1) * C + c, col0 + x) = v[x];
+  }
+
+  // The kernels loop over radial chunks (the edge slots see the same edges whatever the basis chunk) and prepare a
+  // basis chunk whenever one starts: one loop level, so that the capped adjoints keep their registers (a loop over
+  // radial chunks nested in one over basis chunks spilled). Row in the basis chunk of the radial chunk that starts
+  // at edge `start` of a list that starts at `begin`.
+  template <class Ch>
+  KOKKOS_INLINE_FUNCTION static int basis_row(const Ch& ch, int begin, int start) {
+    return (start - begin) % ch.basis_edges;
+  }
+
+  KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {
+    const auto hr = components(h, j, c);
+    for (int kk = 0; kk < K; ++kk) hj[kk] = kk < KI ? hr[kk] : T(0);
+  }
+
+  // Per-chunk stages shared by the forward and the adjoints (interaction_chunk.hpp).
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION auto make_chunk(const member& team, bool adjoint, int S) const -> Chunk<TEAM_RADIAL>;
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<TEAM_RADIAL>& ch, int S) const;
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const;
+  template <bool SENDER, bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const;
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_head_terms(const Ch& ch, int t, int i, int j, int a, T d, const T* B,
+                                              const T* dB) const;
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void radial_outputs(const member& team, const Ch& ch, int first, int cnt) const;
+  template <bool GRAD, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_radial(const Ch& ch, int c, int t, T d, EdgeRadial<T, P>& R) const;
+
+  // Forward stages (interaction_forward.hpp).
+  template <class Ch>
+  KOKKOS_INLINE_FUNCTION void forward_edge(int i, int c, int a, const Ch& ch, int t, T* accm, T* acco, T& run_max,
+                                           T& run_z) const;
+  KOKKOS_INLINE_FUNCTION void merge_forward(const member& team, const ST2& buf, int S, int c, int sl, T* accm,
+                                            T* acco, T& run_max, T& run_z) const;
+  KOKKOS_INLINE_FUNCTION void forward_write(int i, int c, int a, int chead, const T* accm, const T* acco, T run_max,
+                                            T run_z) const;
+
+  // Adjoint stages (interaction_adjoint.hpp).
+  template <bool SENDER, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T* gr,
+                                           T* ghj, T* gs_out) const;
+  template <bool SENDER, class Ch, class W, class DW>
+  KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
+                                                  const W& w, const W& wv, const DW& dw, const DW& dwv, T* gr,
+                                                  T* ghj, T* gs_out) const;
+  template <class A>
+  KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
+    add_half_edge_virial(acc + 3, r, gr);
+  }
+  template <bool SENDER, class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, A* acc, T* ghj) const;
+  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const;
+  template <bool SENDER, bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;
+};
+
+}  // namespace kernels
+}  // namespace batmobile

@@ -1,0 +1,193 @@
+// Parameters of one fused interaction layer (interaction.hpp) and the size bounds of its kernels.
+//
+// LayerParams: W1 (H, NB), b1 (H), W2t (H, 2 P C) = transpose of radial.W2 (so that channel-threads read
+//   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors, and the kernels'
+//   launch options (radial mode, chunks, register caps, launch path).
+// make_layer_params() builds it from host arrays in the model-file shapes; attach_radial_table() adds radial mode 3's
+// table of the radial MLP.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common.hpp"
+#include "radial_table.hpp"
+#include "tensor_core.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+inline constexpr int kMaxNB = 16;  // radial basis size bound (register arrays)
+inline constexpr int kMaxDk = 32;  // attention key width bound
+// The adjoint kernels keep dq/dk partials for DKM key components in registers next to force and virial; the
+// drivers pick DKM = kSmallDk when dk <= kSmallDk (the bundled model: dk = 8), since with DKM = 32 the unused
+// registers made the float L = 2 adjoints spill.
+inline constexpr int kSmallDk = 8;
+// heads: the prepare pass stores per-(edge, head) softmax terms in kMaxHeads scratch columns
+inline constexpr int kMaxHeads = 16;
+inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
+
+template <class T, class Device>
+struct LayerParams {
+  using V1 = Kokkos::View<const T*, Device>;
+  using V2 = Kokkos::View<const T**, Kokkos::LayoutRight, Device>;
+  V2 W1, W2t, Wg, Wq, Wk;
+  V2 WqT, WkT;  // (C, A dk): ProjectQK's forward reads them, consecutive threads consecutive addresses
+  V1 b1;
+  // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
+  Kokkos::View<const float*, Device> W2tc;
+  // Radial mode 3: the radial MLP as a table (radial_table.hpp; attach_radial_table: float only, else empty) of
+  // rtab_n intervals x rtab_cols (= 2 P C) columns x 4 coefficients, rtab_inv_h = rtab_n / r_c.
+  Kokkos::View<const T*, Device> Rtab;
+  int rtab_n = 0, rtab_cols = 0;
+  T rtab_inv_h = 0;
+  T r_c = 5, inv_avg = 1;
+  int C = 0, NB = 0, H = 0, A = 1, dk = 1;
+  // Layer role (common.hpp) whose paths' radial-MLP rows W2t holds (2 role_num_paths C columns; make_layer_params);
+  // the launch checks it against the kernel's.
+  int role = kGeneralLayer;
+  // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
+  // computes them for the whole chunk as a small GEMM into team scratch (radial_gemm), falling back to 0 where the
+  // scratch does not fit: each W2t load then feeds several edges (faster MD on the H200, and on host back-ends);
+  // 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+
+  // CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA: tensor_core_ok / tensor_core_chunk), else
+  // mode 1; the default, faster than mode 1 on the H200. 3 (opt-in) = mode 1 with the chunk's radial outputs read
+  // from a table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where one is attached
+  // (float kernels), else mode 1: it approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8, dR/dd to ~2e-6
+  // relative) and was not faster than mode 2 on the H200.
+  int radial_mode = 2;
+  int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
+  // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
+  // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the
+  // largest that fits the team scratch without costing blocks per SM: basis_chunk_keeping_occupancy); 1 = one
+  // prepare pass per radial chunk. Default 0: fewer, larger prepare passes gave faster MD on the H200.
+  int basis_chunk = 0;
+  // GPU paths (teams of C x S threads): hidden units per item of the prepare pass (prepare_basis). Each item forms the
+  // edge's geometry and Bessel basis (one sin/cos pair, NB recurrence steps) and then `prepare_span` hidden units, so
+  // the basis is formed H / prepare_span times per edge instead of H times, with H / prepare_span times fewer items
+  // per edge. 0 (default) = automatic, per prepare pass of nf edges: the smallest divisor of H for which the
+  // nf H / span items take one round of the team (auto_prepare_span); else a divisor of H. Results are bit-identical
+  // for every value. One-thread teams (host back-ends) always take all H hidden units of an edge in one item.
+  int prepare_span = 0;
+  // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
+  // those of the first and last layer roles <128, 4>), 0 = uncapped. Default 3: the extra block per SM made the
+  // adjoints faster on the H200.
+  int adjoint_min_blocks = 3;
+  // 4 = the forward kernel (radial mode 1/2, float, device back-ends, teams <= 128) launched with
+  // Kokkos::LaunchBounds<128, 4>: at most 128 registers, so that 4 blocks of 128 threads fit on an SM instead of 3
+  // (uncapped it takes a register or two more; capped it does not spill); 0 = uncapped.
+  int forward_min_blocks = 4;
+  // > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
+  // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
+  int shared_carveout = 0;
+  // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
+  // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
+  // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
+  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: it lets the two adjoints
+  // overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's kernels
+  // (ptxas: the same as these).
+  int const_slot_launch = 1;
+  // 1 = the receiver and the sender adjoints of interaction_backward on two Lanes (lanes.hpp: CUDA streams) where
+  // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 = one
+  // after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos 3.4's
+  // launch the host waits for the receiver adjoint to finish before it launches the sender adjoint. Default 1: the
+  // two kernels' teams fill the GPU's block slots better together than two partial waves in turn.
+  int concurrent_adjoints = 1;
+};
+
+// The rows of radial.W2 (2 P C, H; model-file shape) that a layer of role `role` uses (those of its paths,
+// LayerPaths), weights then values, in the same (path, channel) order.
+template <int L>
+std::vector<double> layer_radial_rows(const std::vector<double>& W2, int C, int H, int role) {
+  constexpr int P = num_paths(L, false);
+  if (W2.size() != size_t(2) * P * C * H) throw std::invalid_argument("bad size: W2");
+  if (role < 0 || role > (kEmbeddingInput | kScalarOutput)) throw std::invalid_argument("bad layer role");
+  std::vector<double> out;
+  out.reserve(size_t(2) * role_num_paths(L, role) * C * H);
+  for (int half = 0; half < 2; ++half)
+    for (int p = 0; p < role_num_paths(L, role); ++p) {
+      const size_t row0 = (size_t(half) * P + role_natural_path(L, role, p)) * C;
+      out.insert(out.end(), W2.begin() + row0 * H, W2.begin() + (row0 + C) * H);
+    }
+  return out;
+}
+
+// Host arrays in model-file shapes (row-major): W1 (H, NB), b1 (H), W2 (2PC, H), Wg (A, NB), Wq, Wk (A dk, C).
+// role: the parameters of the kernels of that layer role (InteractionKernel's ROLE), which keep the radial-MLP rows
+// of the role's paths only.
+template <class T, class Device, int L>
+LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, double r_c, double avg_num_neighbors,
+                                         const std::vector<double>& W1, const std::vector<double>& b1,
+                                         const std::vector<double>& W2_all, const std::vector<double>& Wg,
+                                         const std::vector<double>& Wq, const std::vector<double>& Wk,
+                                         int role = kGeneralLayer) {
+  if (NB > kMaxNB || dk > kMaxDk || A > kMaxHeads || C % A != 0)
+    throw std::invalid_argument("make_layer_params: unsupported sizes");
+  const std::vector<double> W2 = layer_radial_rows<L>(W2_all, C, H, role);
+  const int P = role_num_paths(L, role);
+  auto to_device = [](const std::vector<double>& src, int rows, int cols, bool transpose, const char* name) {
+    Kokkos::View<T**, Kokkos::LayoutRight, Device> d(std::string(name), transpose ? cols : rows,
+                                                     transpose ? rows : cols);
+    if (src.size() != size_t(rows) * cols) throw std::invalid_argument(std::string("bad size: ") + name);
+    auto hm = Kokkos::create_mirror_view(d);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) (transpose ? hm(c, r) : hm(r, c)) = T(src[size_t(r) * cols + c]);
+    Kokkos::deep_copy(d, hm);
+    return d;
+  };
+  LayerParams<T, Device> p;
+  p.W1 = to_device(W1, H, NB, false, "W1");
+  p.W2t = to_device(W2, 2 * P * C, H, true, "W2t");
+  p.Wg = to_device(Wg, A, NB, false, "Wg");
+  p.Wq = to_device(Wq, A * dk, C, false, "Wq");
+  p.Wk = to_device(Wk, A * dk, C, false, "Wk");
+  p.WqT = to_device(Wq, A * dk, C, true, "WqT");
+  p.WkT = to_device(Wk, A * dk, C, true, "WkT");
+  auto b = to_device(b1, 1, H, false, "b1");
+  p.b1 = Kokkos::subview(b, 0, Kokkos::ALL());
+  if (std::is_same<T, float>::value && H % MmaTile::K == 0 && (2 * P * C) % MmaTile::M == 0) {
+    // W2t(hh, col) = W2(col, hh), read in place
+    const auto frag = pack_a_fragments([&](int hh, int col) { return W2[size_t(col) * H + hh]; }, H, 2 * P * C);
+    Kokkos::View<float*, Device> d("W2tc", frag.size());
+    Kokkos::deep_copy(d, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                             frag.data(), frag.size()));
+    p.W2tc = d;
+  }
+  p.role = role;
+  p.r_c = T(r_c);
+  p.inv_avg = T(1.0 / avg_num_neighbors);
+  p.C = C;
+  p.NB = NB;
+  p.H = H;
+  p.A = A;
+  p.dk = dk;
+  return p;
+}
+
+// Radial mode 3: attaches the table of the layer's radial MLP (NI intervals; host arrays in model-file shapes, as
+// for make_layer_params) to float parameters; double parameters get none (mode 3 then runs as mode 1).
+template <class T, class Device, int L>
+void attach_radial_table(LayerParams<T, Device>& p, const std::vector<double>& W1, const std::vector<double>& b1,
+                         const std::vector<double>& W2, int NI) {
+  if constexpr (std::is_same<T, float>::value) {
+    const int ncol = 2 * role_num_paths(L, p.role) * p.C;  // the rows make_layer_params kept
+    const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1,
+                                                layer_radial_rows<L>(W2, p.C, p.H, p.role), NI);
+    Kokkos::View<T*, Device> d("Rtab", coef.size());
+    auto hm = Kokkos::create_mirror_view(d);
+    for (size_t x = 0; x < coef.size(); ++x) hm(x) = T(coef[x]);
+    Kokkos::deep_copy(d, hm);
+    p.Rtab = d;
+    p.rtab_n = NI;
+    p.rtab_cols = ncol;
+    p.rtab_inv_h = T(NI / double(p.r_c));
+  } else {
+    (void)p, (void)W1, (void)b1, (void)W2, (void)NI;
+  }
+}
+
+}  // namespace kernels
+}  // namespace batmobile

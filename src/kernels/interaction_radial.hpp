@@ -1,0 +1,209 @@
+// Radial MLP outputs of the fused interaction kernels (interaction.hpp): w_p(d) = u(d) W2 . silu(W1 . B(d) + b1) of
+// every channel and path, and dw_p/dd, from the hidden layer s = silu(W1 . B(d) + b1) that the team's prepare pass
+// left in scratch (interaction_chunk.hpp).
+//
+//   radial_from_hidden   radial mode 0: one channel-thread computes its own outputs of one edge into registers
+//                        (EdgeRadial).
+//   radial_gemm          radial mode 1: the team computes the outputs of all chunk edges, a GEMM [n x H] x [H x NW C]
+//                        into team scratch (w, dw of the chunk; channel-threads then read them, RadialColumn).
+//   radial_mma           radial mode 2: that GEMM on tensor cores (3xTF32, tensor_core.hpp).
+//   radial_table_fill    radial mode 3: the outputs read from a table of the MLP (radial_table.hpp).
+// Ch: the kernel's Chunk (views geo (edge, x y z d), s / sd (H, edge), w / dw (edge, NW C) in team scratch).
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common.hpp"
+#include "radial_table.hpp"
+#include "tensor_core.hpp"
+
+namespace batmobile {
+namespace kernels {
+
+// Per-edge radial quantities of one channel, computed in registers from the team-shared hidden layer.
+template <class T, int P>
+struct EdgeRadial {
+  T w[P], wv[P], dw[P], dwv[P];  // weights and their d/dd (envelope included)
+  T u, du;                        // envelope
+};
+
+// Radial mode 1: channel c's radial outputs of chunk edge t, read from the team's scratch where they are used
+// ([p] -> out(t, (first + p) C + c)) instead of being copied into registers first.
+template <class T, class Out>
+struct RadialColumn {
+  Out out;
+  int t, first, C, c;
+  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return out(t, (first + p) * C + c); }
+};
+
+// w = u(d) * W2 . s, with s = silu(W1 . B(d) + b1) precomputed per edge (shared by the team) and
+// sd = d s / d d; only this channel's output columns of W2 (read from W2t) are touched.
+template <class T, int P, bool TWO, bool GRAD, class Params, class Row>
+KOKKOS_INLINE_FUNCTION void radial_from_hidden(const Params& prm, int c, T d, const Row& s, const Row& sd,
+                                               EdgeRadial<T, P>& R) {
+  R.u = envelope(d, prm.r_c, &R.du);
+  T raw[P], rawv[P], draw[P], drawv[P];
+  for (int p = 0; p < P; ++p) raw[p] = rawv[p] = draw[p] = drawv[p] = T(0);
+  const int PC = P * prm.C;
+  for (int hh = 0; hh < prm.H; ++hh) {
+    const T sv = s(hh);
+    const T dv = GRAD ? sd(hh) : T(0);
+    for (int p = 0; p < P; ++p) {
+      const T t = prm.W2t(hh, p * prm.C + c);
+      raw[p] += t * sv;
+      if (GRAD) draw[p] += t * dv;
+      if (TWO) {
+        const T tv = prm.W2t(hh, PC + p * prm.C + c);
+        rawv[p] += tv * sv;
+        if (GRAD) drawv[p] += tv * dv;
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    R.w[p] = R.u * raw[p];
+    R.wv[p] = R.u * rawv[p];
+    R.dw[p] = R.du * raw[p] + R.u * draw[p];
+    R.dwv[p] = R.du * rawv[p] + R.u * drawv[p];
+  }
+}
+
+// Mode 1: edges per register block of radial_gemm (the chunk is a multiple of it).
+KOKKOS_INLINE_FUNCTION constexpr int gemm_block(int chunk_edges) { return chunk_edges % 4 == 0 ? 4 : 2; }
+// Mode 2: chunk edges per MMA chain of radial_mma: the 8 B columns hold 8 edges (forward) or s and ds/dd of 4
+// (adjoint).
+KOKKOS_INLINE_FUNCTION constexpr int mma_edges(bool adjoint) { return adjoint ? 4 : 8; }
+
+template <class T, int N>
+struct alignas(N * sizeof(T)) ScratchPack {  // N consecutive scratch values read as one (vector) load
+  T v[N];
+};
+
+// Radial mode 3: w(t, col) = u(d_t) R(d_t) and dw = d/dd for the chunk edges t < nf from the table prm.Rtab
+// (radial_table.hpp): items (edge, column) with columns innermost, so that consecutive threads read consecutive
+// 16-byte coefficient groups. Padding rows (geometry 0) get finite, unused values. NW: outputs per channel.
+template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
+KOKKOS_INLINE_FUNCTION void radial_table_fill(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
+  const int ncol = NW * prm.C, tcols = prm.rtab_cols;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * ncol), [&](const int it) {
+    const int t = it / ncol, col = it % ncol;
+    const T d = ch.geo(first + t, 3);
+    T du, f, dr;
+    const T u = envelope(d, prm.r_c, &du);
+    const int k = radial_table_locate(d, prm.rtab_inv_h, prm.rtab_n, &f);
+    const ScratchPack<T, 4> c = *reinterpret_cast<const ScratchPack<T, 4>*>(&prm.Rtab((size_t(k) * tcols + col) * 4));
+    const T r = radial_table_piece(c.v, f, prm.rtab_inv_h, &dr);
+    ch.w(t, col) = u * r;
+    if (GRAD) ch.dw(t, col) = du * r + u * dr;
+  });
+}
+
+// Mode 1, one register tile: CB columns col0 + ts x (x < CB) of NE edges t0..t0+NE-1.
+template <class T, bool GRAD, int NE, int CB, class Params, class Ch>
+KOKKOS_INLINE_FUNCTION void radial_tile(const Params& prm, const Ch& ch, int first, int t0, int col0, int ts,
+                                        const T* u, const T* du) {
+  T acc[CB][NE], dacc[CB][NE];
+  for (int x = 0; x < CB; ++x)
+    for (int e = 0; e < NE; ++e) acc[x][e] = dacc[x][e] = T(0);
+  for (int hh = 0; hh < prm.H; ++hh) {
+    const ScratchPack<T, NE> sv = *reinterpret_cast<const ScratchPack<T, NE>*>(&ch.s(hh, first + t0));
+    ScratchPack<T, NE> dv;
+    if (GRAD) dv = *reinterpret_cast<const ScratchPack<T, NE>*>(&ch.sd(hh, first + t0));
+    for (int x = 0; x < CB; ++x) {
+      const T wt = prm.W2t(hh, col0 + x * ts);
+      for (int e = 0; e < NE; ++e) {
+        acc[x][e] += wt * sv.v[e];
+        if (GRAD) dacc[x][e] += wt * dv.v[e];
+      }
+    }
+  }
+  for (int x = 0; x < CB; ++x)
+    for (int e = 0; e < NE; ++e) {
+      ch.w(t0 + e, col0 + x * ts) = u[e] * acc[x][e];
+      if (GRAD) ch.dw(t0 + e, col0 + x * ts) = du[e] * acc[x][e] + u[e] * dacc[x][e];
+    }
+}
+
+// Mode 1: w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) and dw = d/dd for the chunk edges t < nf and the NW C
+// output columns. Thread tr takes the columns tr + ts x (coalesced W2t rows), CB at a time, and NE edges at a
+// time, so that each W2t load feeds NE edges and each (vector) load of s(h, t0..t0+NE) feeds CB columns; the sum
+// over h runs in the same order as in radial_from_hidden.
+template <class T, int NW, bool GRAD, int NE, class Params, class Member, class Ch>
+KOKKOS_INLINE_FUNCTION void radial_gemm(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
+  const int ts = team.team_size(), tr = team.team_rank(), ncol = NW * prm.C;
+  const int mine = tr < ncol ? (ncol - tr + ts - 1) / ts : 0;  // this thread's columns tr + ts x, x < mine
+  for (int t0 = 0; t0 < nf; t0 += NE) {
+    T u[NE], du[NE];
+    for (int e = 0; e < NE; ++e) u[e] = envelope(ch.geo(first + t0 + e, 3), prm.r_c, &du[e]);
+    int x = 0;
+    for (; x + 4 <= mine; x += 4) radial_tile<T, GRAD, NE, 4>(prm, ch, first, t0, tr + x * ts, ts, u, du);
+    if (x + 2 <= mine) {
+      radial_tile<T, GRAD, NE, 2>(prm, ch, first, t0, tr + x * ts, ts, u, du);
+      x += 2;
+    }
+    if (x < mine) radial_tile<T, GRAD, NE, 1>(prm, ch, first, t0, tr + x * ts, ts, u, du);
+  }
+}
+
+// Radial mode 2: the outputs of radial_gemm, w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) (and dw/dd), on tensor
+// cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
+// (A = W2t^T from the packed fragments W2tc, one 16-byte load per lane and k step); B holds, in its 8 columns, 8
+// chunk edges (forward) or s and ds/dd of 4 edges (adjoint), read and split per tile (keeping them in registers
+// for all tiles made the adjoints spill). In the adjoint, lanes l%4 < 2 hold the accumulators of w and lane l ^ 2
+// those of dw (same column and edges): one shuffle gives each what it needs, the first write w and the second dw.
+// Columns n of B past nf are zero and their outputs are not written.
+template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
+KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same<T, float>::value) {
+    const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
+    const int KS = prm.H / MmaTile::K, tiles = NW * prm.C / MmaTile::M;
+    constexpr int EG = mma_edges(GRAD);  // chunk edges per MMA chain
+    const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
+    const bool dw_lane = GRAD && c0 >= 4;
+    const float4* frag = reinterpret_cast<const float4*>(prm.W2tc.data());
+    for (int t0 = 0; t0 < nf; t0 += EG) {
+      const int eb = t0 + (GRAD ? n % 4 : n);  // edge of this lane's B column
+      const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, first + eb) : nullptr;
+      const int bstride = ch.s.stride(0);
+      const int e0 = t0 + (GRAD ? c0 % 4 : c0);  // edges e0, e0 + 1 of this lane's D registers r % 2 = 0, 1
+      float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
+      for (int x = 0; x < 2; ++x)
+        if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
+      // this lane's outputs: w, or dw on the adjoint's dw lanes (w and dw have the same shape); a select instead of
+      // a branch per store, whose two paths the warp would run one after the other
+      float* const out = GRAD && dw_lane ? ch.dw.data() : ch.w.data();
+      const int ostride = int(ch.w.stride(0));
+      for (int tile = warp; tile < tiles; tile += warps) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+        for (int ks = 0; ks < KS; ++ks) {
+          uint32_t bb[2], bs[2];
+          for (int r = 0; r < 2; ++r)
+            split_tf32(bsrc ? bsrc[(ks * MmaTile::K + MmaTile::b_row(lane, r)) * bstride] : 0.f, bb[r], bs[r]);
+          const float4 a = frag[(size_t(tile) * KS + ks) * 32 + lane];
+          uint32_t ab[4], as[4];
+          split_tf32(a.x, ab[0], as[0]);
+          split_tf32(a.y, ab[1], as[1]);
+          split_tf32(a.z, ab[2], as[2]);
+          split_tf32(a.w, ab[3], as[3]);
+          mma_tf32_3x(acc, ab, as, bb, bs);
+        }
+        for (int r = 0; r < 4; ++r) {
+          const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2;
+          const float other = GRAD ? __shfl_xor_sync(0xffffffffu, acc[r], 2) : 0.f;
+          const float value = dw_lane ? du[x] * other + u[x] * acc[r] : u[x] * acc[r];
+          if (e0 + x < nf) out[(e0 + x) * ostride + col] = value;
+        }
+      }
+    }
+  }
+#else
+  (void)team, (void)prm, (void)ch, (void)first, (void)nf;
+  Kokkos::abort("batmobile: radial mode 2 needs an sm_80+ CUDA build");
+#endif
+}
+
+}  // namespace kernels
+}  // namespace batmobile
