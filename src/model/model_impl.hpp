@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <utility>
 #include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
-#include "kernels/env_switch.hpp"
 #include "kernels/generated/cg_tables.hpp"
 #include "kernels/interaction.hpp"
 #include "model/fused_layer.hpp"
@@ -27,7 +24,6 @@ constexpr int kNodeTeam = 128;  // GPU threads per team in the node kernels
 // of this size), so that weights are read once per block instead of once per atom.
 constexpr int kNodeAtoms = 4;
 constexpr double kPi = 3.14159265358979323846;
-constexpr double kRadialCacheBytes = 1024.0 * 1024.0 * 1024.0;
 
 // Calls f(std::integral_constant<int, L>) with the fused kernels' feature degree L (1, 2 or 3; the model's
 // constructor has checked it), returning what f returns.
@@ -302,55 +298,41 @@ struct Model<T, ExecSpace>::FusedState {
   // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the receiver adjoints, f_send,
   // vatom_send by the sender adjoints (so that the two can run side by side); summed in bm_fused_out
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
-  int team_size = 0;          // fused kernels' team size, 0 = automatic
-  int forward_team_size = -1;  // the forward kernel's (BATMOBILE_FORWARD_TEAM), -1 = team_size's rule
-  // Automatic team sizes as kernels::kWaveAwareTeam (BATMOBILE_WAVE_TEAMS): 0 none, 1 (default) the forward's, 2 the
-  // forward's and the adjoints'. H200 session 17, 648 atoms (the forward, capped at 128 registers: one wave of 660
-  // blocks of 96 threads instead of two of 528 of 128), eight alternating pairs of the same build: 899.9 vs 869.8 MD
-  // steps/s mean (+3.5 %; as BATMOBILE_FORWARD_TEAM=96); the adjoints' too (three runs): 862.8 vs 874.6 -- the two
-  // adjoints run side by side and fill each other's last wave.
-  int wave_teams = 1;
-  int few_atoms_team = -1;  // fused_team_rule.hpp's kFewAtoms rule (BATMOBILE_FEW_ATOMS_TEAM; -1 unset: fp32 only)
-  // Layer 0 through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
-  // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk) and
-  // the last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0));
-  // src/kernels/interaction.hpp. BATMOBILE_EMBEDDING_LAYER=0, BATMOBILE_SCALAR_OUTPUT_LAYER=0: the general kernels
-  // there (A/B runs). A one-layer model runs its layer as an embedding-input one (both roles at once are not compiled).
-  bool embedding_layer = true, scalar_output_layer = true;
-  // The last layer's node update over l = 0 alone where it runs through the scalar-output kernels: only the l = 0 rows
-  // of its output reach the energy (the readout), the adjoint's dE/dh there is 0 for l >= 1, and those kernels read
-  // dE/dm and dE/do for l = 0 only, so the l >= 1 rows of the update, its gates and its adjoint are dead work
-  // (BATMOBILE_SCALAR_NODE=0 turns it off; results bit-identical; H200 session 17, same build: +2..4 % MD steps/s at
-  // 648 atoms, +1.5 % at 10,368). Its l >= 1 outputs stay unset.
-  bool scalar_node = true;
-  // Layer 0 through the embedding-input kernels: q and k of each species' embedding (S, A dk), projected once by the
-  // forward's own functor (kernels::ProjectQK) in T, so that the embedding kernel writes every atom's q and k and
-  // layer 0's forward launches no projection; bit-identical (BATMOBILE_SPECIES_QK=0: per atom). Empty: not used.
+  int team_size = 0;           // fused kernels' GPU team size (ModelOptions::interaction_team), 0 = automatic
+  int forward_team_size = -1;  // the forward kernel's (ModelOptions::forward_team), -1 = as team_size
+  // Layer 0 runs through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
+  // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk), the
+  // last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0)),
+  // layers between through the general ones (src/kernels/interaction.hpp). A one-layer model runs its layer as an
+  // embedding-input one (both roles at once are not compiled).
+  //
+  // The scalar-output layer's node update runs over l = 0 alone: only those rows of its output reach the readout,
+  // the adjoint's dE/dh there is 0 for l >= 1, and those kernels read dE/dm and dE/do for l = 0 only. Its l >= 1
+  // outputs stay unset.
+  //
+  // Layer 0's q and k of each species' embedding (S, A dk), projected once at construction by the forward's own
+  // functor (kernels::ProjectQK) in T, so that the embedding kernel writes every atom's q and k and layer 0's forward
+  // launches no projection (bit-identical to the per-atom projection). Empty: not used (no species, or A dk > K C).
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> species_q, species_k;
-  int role(int t, int layers) const {
-    if (t == 0 && embedding_layer) return kernels::kEmbeddingInput;
-    return t == layers - 1 && scalar_output_layer ? kernels::kScalarOutput : kernels::kGeneralLayer;
+  static int role(int t, int layers) {
+    if (t == 0) return kernels::kEmbeddingInput;
+    return t == layers - 1 ? kernels::kScalarOutput : kernels::kGeneralLayer;
   }
-  // Highest degree that layer t's node update and its adjoint compute (L: all; 0 under scalar_node).
-  int update_lmax(int t, int layers, int L) const {
-    return scalar_node && role(t, layers) == kernels::kScalarOutput ? 0 : L;
-  }
+  // Highest degree that layer t's node update and its adjoint compute (L: all; 0 for the scalar-output layer).
+  static int update_lmax(int t, int layers, int L) { return role(t, layers) == kernels::kScalarOutput ? 0 : L; }
 };
 
 template <class T, class ExecSpace>
 Model<T, ExecSpace>::~Model() = default;
 
 template <class T, class ExecSpace>
-Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend_(backend), hyper_(file.hyper) {
-  // Node kernels' team size; BATMOBILE_NODE_TEAM overrides it (tests run the multi-thread team path on OpenMP).
-  node_team_ = kernels::env_switch("BATMOBILE_NODE_TEAM", [](int v) { return v >= 1 && v <= 1024; },
-                                   "a team size 1..1024")
-                   .value_or(kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam);
-  // Atoms per node-kernel team (each weight read once for all of them); BATMOBILE_NODE_ATOMS=1..kNodeAtoms for A/B,
-  // 0: automatic (auto_node_atoms, model.hpp).
-  if (const auto nba = kernels::env_switch(
-          "BATMOBILE_NODE_ATOMS", [](int v) { return v >= 0 && v <= model_detail::kNodeAtoms; }, "0, 1, 2, 3 or 4"))
-    node_atoms_ = *nba;
+Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options)
+    : backend_(backend), hyper_(file.hyper), options_(options) {
+  validate_options(options_, hyper_.H);
+  static_assert(model_detail::kNodeAtoms == 4, "ModelOptions::node_atoms accepts 1..4");
+  node_team_ = options_.node_team > 0 ? options_.node_team
+                                      : kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam;
+  node_atoms_ = options_.node_atoms;
   const ModelHyper& hp = hyper_;
   auto& md = d_;
   md.L = hp.L;
@@ -497,17 +479,6 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
                                "(use the reference edge backend)");
     fused_ = std::make_unique<FusedState>();
     fused_->work.resize(hp.T);
-    using kernels::env_switch;
-    // (the radial mode first: mode 3 attaches each layer's radial-MLP table as its parameters are made)
-    const auto radial_mode =
-        env_switch("BATMOBILE_RADIAL_MODE", [](int v) { return v >= 0 && v <= 3; }, "0, 1, 2 or 3");
-    const auto table = env_switch("BATMOBILE_RADIAL_TABLE", [](int v) { return v >= 16 && v <= 65536; },
-                                  "a number of intervals 16..65536");
-    const auto zero_or_one = [](int v) { return v == 0 || v == 1; };
-    if (const auto el = env_switch("BATMOBILE_EMBEDDING_LAYER", zero_or_one, "0 or 1")) fused_->embedding_layer = *el == 1;
-    if (const auto so = env_switch("BATMOBILE_SCALAR_OUTPUT_LAYER", zero_or_one, "0 or 1"))
-      fused_->scalar_output_layer = *so == 1;
-    if (const auto sn = env_switch("BATMOBILE_SCALAR_NODE", zero_or_one, "0 or 1")) fused_->scalar_node = *sn == 1;
     for (int t = 0; t < hp.T; ++t) {
       const std::string p = "layers." + std::to_string(t) + ".";
       auto v = [&](const std::string& n) { return file.tensors.at(p + n).values; };
@@ -516,83 +487,23 @@ Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend) : backend
         auto prm = kernels::make_layer_params<T, ExecSpace, Lv>(
             hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
             v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"), fused_->role(t, hp.T));
-        if (radial_mode) prm.radial_mode = *radial_mode;
+        prm.radial_mode = options_.radial_mode;
+        prm.basis_chunk = options_.basis_chunk;
+        prm.prepare_span = options_.prepare_span;
         if (prm.radial_mode == 3)
           kernels::attach_radial_table<T, ExecSpace, Lv>(prm, v("radial.W1"), v("radial.b1"), v("radial.W2"),
-                                                         table.value_or(1024));
+                                                         options_.radial_table_intervals);
         return prm;
       };
       fused_->params.push_back(model_detail::with_feature_degree(L, make));
     }
-    // A/B switches of the fused kernels (see LayerParams in src/kernels/interaction.hpp):
-    //   BATMOBILE_RADIAL_MODE=0|1|2|3 the radial path (default 2, the team GEMM on tensor cores where they apply,
-    //     else on CUDA cores or the host = 1; 3, opt-in: the radial outputs from a table of each layer's radial MLP,
-    //     float models only (double: mode 1), BATMOBILE_RADIAL_TABLE=N intervals, default 1024);
-    //   BATMOBILE_ADJ_MIN_BLOCKS=0|3 3 (default): the adjoint kernels with at most 168 registers (3 blocks of 128
-    //     threads per SM; fused_capped), 0: uncapped;
-    //   BATMOBILE_FWD_MIN_BLOCKS=0|4 4 (default): the forward kernel with at most 128 registers (4 blocks of 128
-    //     threads per SM), 0: uncapped (LayerParams::forward_min_blocks);
-    //   BATMOBILE_SHMEM_CARVEOUT=0..100 preferred shared-memory carveout (percent) on CUDA, 0: Kokkos's "prefer
-    //     shared" (50 measured within -10 % .. +4 % on the H200, session 7; src/kernels/cuda_cache.hpp);
-    //   BATMOBILE_CONST_SLOTS=0|1 1 (default): the fused kernels of MD launched by our own code with their functor
-    //     in constant memory of their own (CUDA; LayerParams::const_slot_launch, src/kernels/cuda_launch.hpp), 0: by
-    //     Kokkos;
-    //   BATMOBILE_WAVE_TEAMS=0|1|2 1 (default): the forward's automatic edge split lowered where fewer waves of
-    //     blocks finish sooner (kernels::kWaveAwareTeam; below kManyAtoms atoms, where the team size is automatic, and
-    //     not below kFewAtoms where the few-atoms rule applies),
-    //     2: the adjoints' too, 0: none (FusedState::wave_teams);
-    //   BATMOBILE_FEW_ATOMS_TEAM=0|1 (unset: 1 for fp32 kernels, 0 for fp64): 1: below model_detail::kFewAtoms local
-    //     atoms, every fused kernel with one edge slot less than the automatic split (fused_team_rule.hpp), 0: the
-    //     rules above alone;
-    //   BATMOBILE_SPECIES_QK=0|1 1 (default): layer 0's q and k from a table per species (read below);
-    //   BATMOBILE_GROUP_SENDERS=0|1 1 (default): the sender adjoint over local atoms with their periodic images
-    //     where the ghost exchange names them (one rank; Model::group_senders_, kernels::Graph::n_send), 0: over
-    //     all atoms incl. ghosts;
-    //   BATMOBILE_CONCURRENT_ADJOINTS=0|1 1 (default): a layer's receiver and sender adjoints on two CUDA streams
-    //     (they overlap with BATMOBILE_CONST_SLOTS=1; LayerParams::concurrent_adjoints), 0: one after the other;
-    //   BATMOBILE_BASIS_CHUNK=0..64 edges per prepare pass of the radial mode 1/2 kernels (0, default: the largest
-    //     that fits without costing occupancy; 1: one pass per radial chunk; LayerParams::basis_chunk);
-    //   BATMOBILE_PREPARE_SPAN=N hidden units per item of the prepare pass on GPU teams (0, default: automatic; else
-    //     a divisor of H; LayerParams::prepare_span);
-    //   BATMOBILE_EMBEDDING_LAYER=0|1, BATMOBILE_SCALAR_OUTPUT_LAYER=0|1 1 (default): layer 0 through the
-    //     embedding-input kernels, the last layer through the scalar-output kernels (FusedState::role), 0: the general
-    //     kernels there (read above, before the parameters are made).
-    if (const auto nb = env_switch("BATMOBILE_ADJ_MIN_BLOCKS", [](int v) { return v == 0 || v == 3; }, "0 or 3"))
-      for (auto& prm : fused_->params) prm.adjoint_min_blocks = *nb;
-    if (const auto fb = env_switch("BATMOBILE_FWD_MIN_BLOCKS", [](int v) { return v == 0 || v == 4; }, "0 or 4"))
-      for (auto& prm : fused_->params) prm.forward_min_blocks = *fb;
-    if (const auto co = env_switch("BATMOBILE_SHMEM_CARVEOUT", [](int v) { return v >= 0 && v <= 100; },
-                                   "an integer percentage 0..100"))
-      for (auto& prm : fused_->params) prm.shared_carveout = *co;
-    if (const auto cs = env_switch("BATMOBILE_CONST_SLOTS", zero_or_one, "0 or 1"))
-      for (auto& prm : fused_->params) prm.const_slot_launch = *cs;
-    if (const auto ca = env_switch("BATMOBILE_CONCURRENT_ADJOINTS", zero_or_one, "0 or 1"))
-      for (auto& prm : fused_->params) prm.concurrent_adjoints = *ca;
-    if (const auto gs = env_switch("BATMOBILE_GROUP_SENDERS", zero_or_one, "0 or 1")) group_senders_ = *gs == 1;
-    if (const auto wt = env_switch("BATMOBILE_WAVE_TEAMS", [](int v) { return v >= 0 && v <= 2; }, "0, 1 or 2"))
-      fused_->wave_teams = *wt;
-    if (const auto ft = env_switch("BATMOBILE_FEW_ATOMS_TEAM", zero_or_one, "0 or 1")) fused_->few_atoms_team = *ft;
-    if (const auto bc = env_switch("BATMOBILE_BASIS_CHUNK", [](int v) { return v <= kernels::kMaxBasisChunk; },
-                                   "an integer 0..64"))
-      for (auto& prm : fused_->params) prm.basis_chunk = *bc;
-    if (const auto sp = env_switch("BATMOBILE_PREPARE_SPAN", [&](int v) { return v == 0 || (v >= 1 && hp.H % v == 0); },
-                                   "0 (automatic) or a divisor of the model's radial hidden width H"))
-      for (auto& prm : fused_->params) prm.prepare_span = *sp;
-    // BATMOBILE_INTERACTION_TEAM=C (one thread per channel, no edge split) or C*S overrides the automatic team
-    // size of the fused kernels on GPUs (A/B runs of the edge split; 0 or unset = automatic). Host back-ends
-    // keep one thread per team (their thread count may be below C).
-    if (const auto team = env_switch("BATMOBILE_INTERACTION_TEAM", [](int v) { return v <= 1024; },
-                                     "0 (automatic) or a team size C x S of at most 1024"))
-      if (!kernels::runs_on_host<ExecSpace>) fused_->team_size = *team;
-    // BATMOBILE_FORWARD_TEAM=0|C*S the forward kernel's alone (A/B runs: its register cap admits more blocks per SM
-    // than the adjoints', so that its best team size for few atoms may differ; unset = as the adjoints').
-    if (const auto ft = env_switch("BATMOBILE_FORWARD_TEAM", [](int v) { return v >= 0 && v <= 1024; },
-                                   "0 (automatic) or a team size C x S of at most 1024"))
-      if (!kernels::runs_on_host<ExecSpace>) fused_->forward_team_size = *ft;
-    // (BATMOBILE_SPECIES_QK: FusedState::species_q)
-    const auto sqk = env_switch("BATMOBILE_SPECIES_QK", zero_or_one, "0 or 1");
+    // Host back-ends keep one thread per team (their thread count may be below C).
+    if (!kernels::runs_on_host<ExecSpace>) {
+      fused_->team_size = options_.interaction_team;
+      fused_->forward_team_size = options_.forward_team;
+    }
     const int S = static_cast<int>(hp.species.size()), AD = hp.A * hp.dk;
-    if (fused_->role(0, hp.T) == kernels::kEmbeddingInput && sqk.value_or(1) == 1 && AD <= d_.K * d_.C && S > 0) {
+    if (fused_->role(0, hp.T) == kernels::kEmbeddingInput && AD <= d_.K * d_.C && S > 0) {
       // each species' embedding as a one-atom-per-species feature array (l = 0 rows; the model's T values)
       Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace> emb("bm_species_embedding", S, 1, hp.C);
       auto he = Kokkos::create_mirror_view(emb);
@@ -678,21 +589,21 @@ void Model<T, ExecSpace>::with_fused_graph(int nl, int na, int n_edges, const Gr
   model_detail::with_feature_degree(d_.L, [&](auto Lc) { fn(Lc, g, as3); });
 }
 
-// Team size of the fused kernels (the forward's where `forward`) for nl local atoms: BATMOBILE_FORWARD_TEAM (forward)
-// or BATMOBILE_INTERACTION_TEAM if set, else model_detail::automatic_fused_team (GPUs only; host back-ends: one
+// Team size of the fused kernels (the forward's where `forward`) for nl local atoms: ModelOptions::forward_team
+// (forward) or interaction_team if set, else model_detail::automatic_fused_team (GPUs only; host back-ends: one
 // thread per team).
 template <class T, class ExecSpace>
 int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
   if (forward && fused_->forward_team_size >= 0) return fused_->forward_team_size;
   if (fused_->team_size > 0 || kernels::runs_on_host<ExecSpace>) return fused_->team_size;
-  return model_detail::automatic_fused_team(
-      nl, d_.C, forward, fused_->wave_teams,
-      model_detail::few_atoms_rule_on(fused_->few_atoms_team, std::is_same<T, float>::value));
+  return model_detail::automatic_fused_team(nl, d_.C, forward, model_detail::few_atoms_rule_for<T>);
 }
 
 template <class T, class ExecSpace>
 std::string Model<T, ExecSpace>::launch_summary(int nl) const {
-  if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)";
+  const std::string options = non_default_options(options_);
+  const std::string options_note = options.empty() ? "" : "; options: " + options;
+  if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)" + options_note;
   auto one = [](int team, int chunk, int basis, bool tc, bool capped) {
     std::string d = std::to_string(team) + (team == 1 ? " thread" : " threads");
     d += chunk > 0 ? " (radial chunk " + std::to_string(chunk) + ", basis chunk " + std::to_string(basis) +
@@ -712,7 +623,7 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
              (t + 1 < d_.T_layers ? ";" : "");
       });
     });
-  return s;
+  return s + options_note;
 }
 
 // Calls f(std::integral_constant<int, role>) with the role of layer t (FusedState::role).
@@ -792,10 +703,10 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   auto species = graph.species;
   auto roff = graph.recv_offsets;
   auto snd = graph.senders;
-  // Sender lists grouped by local atom and its periodic images (group_senders_; fused backend only: the reference
-  // adjoint takes each edge's sender row as it is)
+  // Sender lists grouped by local atom and its periodic images where the exchange names them (fused backend only:
+  // the reference adjoint takes each edge's sender row as it is)
   Kokkos::View<const int*, ExecSpace> image_owner;
-  if (backend_ == EdgeBackend::Fused && group_senders_ && exchange && na > nl) {
+  if (backend_ == EdgeBackend::Fused && exchange && na > nl) {
     image_owner = exchange->image_owners();
     if (image_owner.extent(0) != static_cast<size_t>(na - nl)) image_owner = {};
   }
@@ -819,8 +730,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   // Reference backend: keep each edge's radial-MLP output (2PC values per layer) from the forward pass for the
   // two adjoint passes when that fits in kRadialCacheBytes; otherwise recompute it (3 evaluations per edge).
   const double rcache_bytes = double(d_.T_layers) * n_edges * 2.0 * d_.P * d_.C * sizeof(T);
-  const char* cap_env = std::getenv("BATMOBILE_RADIAL_CACHE_MB");  // 0 disables (tests use it)
-  const double cap = cap_env ? std::atof(cap_env) * 1024.0 * 1024.0 : kRadialCacheBytes;
+  const double cap = options_.radial_cache_mb * 1024.0 * 1024.0;
   const bool use_rcache = !fused && n_edges > 0 && rcache_bytes <= cap;
   if (use_rcache) {
     rcache_.resize(d_.T_layers);
@@ -974,7 +884,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
     // update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose m, o,
     // activations and updates live in team scratch ([feature][atom], block_row): the weights had been read once per
     // atom, and each with the latency of its own load.
-    // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::scalar_node)
+    // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::update_lmax)
     const int Lt = fused ? fused_->update_lmax(t, md.T_layers, L) : L, Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C;
     kernels::parallel_for_queued(
         "bm_layer_node_forward", node_policy(node_blocks, node_scratch), KOKKOS_LAMBDA(const TeamMember& team) {
@@ -1158,7 +1068,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
       zero_ghost_rows(dhin);
     // (a) node ops: norm, update, gate, mix -> dh (residual), dm, do, Obar; a team per block of nba atoms, as in
     // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom])
-    // degrees of the update's adjoint: as in the forward (FusedState::scalar_node); the input adjoint's l >= 1 rows
+    // degrees of the update's adjoint: as in the forward (FusedState::update_lmax); the input adjoint's l >= 1 rows
     // are then written 0 (the fused adjoint adds to them)
     const int Lt = fused ? fused_->update_lmax(t, md.T_layers, L) : L, KCt = (Lt + 1) * (Lt + 1) * C;
     kernels::parallel_for_queued(
