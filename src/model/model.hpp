@@ -91,7 +91,7 @@ struct ModelData {
   int o_Wm[kMaxL + 1] = {}, o_Wo[kMaxL + 1] = {}, o_Wu[kMaxL + 1] = {}, o_gn[kMaxL + 1] = {};
   // Transposed (in, out) copies of the node-update matrices for the forward node kernel: its threads run over
   // outputs o, so a warp then reads consecutive addresses (row-major (out, in) reads were C floats apart, 32 cache
-  // lines per warp load: the kernel took 1.6 ms per layer at 10,368 atoms on the H200).
+  // lines per warp load).
   int o_Wm0t = 0, o_Wo0t = 0, o_Wgmt = 0, o_Wgot = 0;
   int o_Wmt[kMaxL + 1] = {}, o_Wot[kMaxL + 1] = {}, o_Wut[kMaxL + 1] = {};
   Kokkos::View<T*, ExecSpace> w;
@@ -99,6 +99,15 @@ struct ModelData {
   Kokkos::View<int*, ExecSpace> cg_k1, cg_k2, cg_k3, cg_path;  // nnz entries, alpha_p folded into cg_coef
   Kokkos::View<T*, ExecSpace> cg_coef;
 };
+
+namespace model_detail {
+template <class T, class ExecSpace>
+struct FusedState;  // fused_state.hpp
+template <class ExecSpace>
+struct Step;  // model_step.hpp
+template <class T, class ExecSpace>
+struct LayerViews;  // model_step.hpp
+}  // namespace model_detail
 
 // Edge operations (message + attention and their adjoints): the fused kernels of src/kernels (one team per
 // atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
@@ -133,10 +142,10 @@ class Model {
 
   int64_t num_edges_last() const { return n_edges_; }  // (the caller's upper bound where Graph gave one)
   // Whether compute() groups the sender adjoint by local atom where the exchange names the ghosts' image owners
-  // (fused backend): then every ghost's forces, per-atom virial and feature adjoints land on its atom's row and the
-  // ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last compute() did so (it had ghosts and
-  // such an exchange).
-  bool groups_senders() const { return backend_ == EdgeBackend::Fused; }
+  // (fused backend, ModelOptions::group_senders): then every ghost's forces, per-atom virial and feature adjoints
+  // land on its atom's row and the ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last
+  // compute() did so (it had ghosts and such an exchange).
+  bool groups_senders() const { return backend_ == EdgeBackend::Fused && options_.group_senders; }
   bool senders_grouped_last() const { return n_send_ >= 0; }
   // One line on how the edge kernels launch for nl local atoms: per layer, the fused forward's and adjoints' threads
   // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run);
@@ -144,20 +153,27 @@ class Model {
   std::string launch_summary(int nl) const;
 
  private:
+  using Step = model_detail::Step<ExecSpace>;
+  // compute()'s stages (model_compute.hpp), one per model step; the kernels are model_detail's stage functions
+  Step begin_step(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange);
   void ensure_capacity(int n_local, int n_all, int n_edges);
+  void build_sender_lists(const Step& step);
+  model_detail::LayerViews<T, ExecSpace> layer_views(int t, bool use_rcache) const;
+  void forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange);
+  void adjoint_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange, FeatureView dh, FeatureView dh_in);
+  void fold_forces(const Step& step, Results<ExecSpace>& out);
+  void fetch_sums(Results<ExecSpace>& out) const;
+  // the fused backend's kernels of layer t (model_construct.hpp)
   template <class Fn>
-  void with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn);
-  template <class Fn>
-  void with_layer_role(int t, Fn f) const;
+  void with_fused_graph(const Step& step, Fn fn);
   int fused_team_size(int nl, bool forward = false) const;
-  void fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph);
-  void fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph, FeatureView dh_in);
-  struct FusedState;  // kernel-library parameters and workspace (defined in model_impl.hpp)
-  std::unique_ptr<FusedState> fused_;
+  void fused_forward_layer(int t, const Step& step);
+  void fused_backward_layer(int t, const Step& step, FeatureView dh_in);
+  std::unique_ptr<model_detail::FusedState<T, ExecSpace>> fused_;  // kernel-library parameters and workspace
   EdgeBackend backend_;
   ModelHyper hyper_;
   ModelOptions options_;
-  ModelData<T, ExecSpace> d_;
+  ModelData<T, ExecSpace> data_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
   int node_atoms_ = 4;  // atoms per team of the node kernels (ModelOptions::node_atoms)
@@ -168,14 +184,15 @@ class Model {
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)
-  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gam_, rms_, q_, k_, smax_, zsum_;
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gate_, rms_, q_, k_, smax_, zsum_;
   FeatureView dh_, dh_prev_, dm_, do_;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
-  Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_, send_fill_;
+  Kokkos::View<int*, ExecSpace> edge_receiver_, send_offsets_, send_edges_, send_fill_;
   // device results of the energy (element 0) and virial (1..6) reductions, copied to the host when wanted
   Kokkos::View<double[7], ExecSpace> sums_;
-  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> rcache_;  // per layer (n_edges, 2PC), reference backend
+  // per layer (n_edges, 2PC), reference backend
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> radial_cache_;
 };
 
 }  // namespace batmobile

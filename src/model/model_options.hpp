@@ -34,6 +34,10 @@ struct ModelOptions {
   // Reference backend: the per-edge radial-MLP outputs are kept from the forward pass for the adjoint when they take
   // at most this many MiB (default 1024), else recomputed; 0 never keeps them (agrees to rounding).
   int radial_cache_mb = 1024;
+  // Fused backend: the sender adjoint runs one team per local atom and its periodic images where the ghost exchange
+  // names them (one rank; ghost rows of the results stay zero); false: one team per atom incl. ghosts, the path of
+  // several ranks (agrees to rounding: the images' terms are summed in another order).
+  bool group_senders = true;
 };
 
 // Throws std::invalid_argument naming the first field out of range; radial_hidden: the model's H.
@@ -73,6 +77,7 @@ inline std::string non_default_options(const ModelOptions& o) {
   add("node_team", o.node_team, d.node_team);
   add("node_atoms", o.node_atoms, d.node_atoms);
   add("radial_cache_mb", o.radial_cache_mb, d.radial_cache_mb);
+  add("group_senders", int(o.group_senders), int(d.group_senders));
   return s;
 }
 

@@ -352,7 +352,7 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   for (int team : {1, 2, 4, 7}) {
     if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
     for (bool check : {true, false}) check_csr(snd_h, team, check);
-    check_csr(snd_h, team, true, true);  // grouped by local atom (BATMOBILE_GROUP_SENDERS)
+    check_csr(snd_h, team, true, true);  // grouped by local atom (one rank: the images' owners known)
   }
   snd_h[5] = na;  // out of range
   auto bad = to_dev(snd_h);
@@ -624,8 +624,8 @@ TEST(ModelOptionsTest, LaunchSummary) {
 
 // The sender adjoint over local atoms with their periodic images (where the exchange names them: one rank) gives the
 // results of one team per atom incl. ghosts (an exchange that does not, as on several ranks) to rounding (the images'
-// terms are summed in another order), in both precisions. (The CTest variant model_tests_ungrouped_senders runs every
-// model test ungrouped.)
+// terms are summed in another order), in both precisions; ModelOptions::group_senders = false takes the ungrouped
+// path with either exchange. (The CTest variant model_tests_ungrouped_senders runs every model test ungrouped.)
 TEST(ModelExchange, GroupSenders) {
   Reference r = read_reference("periodic");
   auto expect_close = [&](auto zero, double etol, double tol) {
@@ -660,6 +660,15 @@ TEST(ModelExchange, GroupSenders) {
   // newton off); ungrouped they are not
   EXPECT_EQ(a.ghost_abs, 0.0);
   EXPECT_GT(b.ghost_abs, 0.0);
+  // ModelOptions::group_senders = false: the ungrouped path although the exchange names the owners, bit for bit
+  Model<double, Exec> ungrouped(load(), EdgeBackend::Fused, options_with([](ModelOptions& o) { o.group_senders = false; }));
+  EXPECT_FALSE(ungrouped.groups_senders());
+  const Evaluation c = evaluate(ungrouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
+  EXPECT_FALSE(ungrouped.senders_grouped_last());
+  EXPECT_EQ(c.energy, b.energy);
+  EXPECT_EQ(c.forces, b.forces);
+  EXPECT_EQ(c.vatom, b.vatom);
+  EXPECT_EQ(c.ghost_abs, b.ghost_abs);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
