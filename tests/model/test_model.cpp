@@ -561,7 +561,7 @@ TEST(ModelOptionsTest, NodeAtomBlocks) {
 TEST(ModelOptionsTest, FusedTeamSizes) {
   Reference r = read_reference("periodic");
   expect_options_close<float>(r, options_with([](ModelOptions& o) { o.forward_team = 96; }), 1e-6, 1e-6);
-  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.interaction_team = 64; }), 1e-6, 1e-6);
+  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.interaction_team = 32; }), 1e-6, 1e-6);
 }
 
 // The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; what the kernels make of
