@@ -21,9 +21,8 @@
 //   const_slot_kernels<Functor, Policy>()  its two kernels (cudaFuncGetAttributes, carveout); {nullptr, nullptr}
 //       where it launches none.
 //   parallel_for_queued(name, policy, functor), parallel_reduce_queued(name, policy, functor, result)
-//       Kokkos::parallel_for / parallel_reduce; on CUDA, while queued_launch() (BATMOBILE_QUEUED_LAUNCH=0|1, default
-//       1, read once per process), with Kokkos's light-weight hint, so that a driver (functor and policy) of 512 B
-//       or more travels as a kernel parameter (up to 4 KB) instead of through Kokkos's shared constant buffer, whose
+//       Kokkos::parallel_for / parallel_reduce; on CUDA with Kokkos's light-weight hint, so that a driver (functor
+//       and policy) of 512 B or more travels as a kernel parameter (up to 4 KB) instead of through Kokkos's shared constant buffer, whose
 //       launches each wait on the host for the previous one to finish. The model's node, readout and embedding
 //       kernels capture its weight table (ModelData, ~450 B) and are over that size: the host stalled at each of
 //       them and the GPU could run dry behind it (small MD steps, where launches are not hidden behind kernels).
@@ -42,7 +41,6 @@
 #include <utility>
 
 #include "cuda_cache.hpp"
-#include "env_switch.hpp"
 
 namespace batmobile {
 namespace kernels {
@@ -169,12 +167,6 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
 }
 #endif
 
-inline bool queued_launch() {
-  static const bool on = env_switch("BATMOBILE_QUEUED_LAUNCH", [](int v) { return v == 0 || v == 1; }, "0 or 1")
-                             .value_or(1) == 1;
-  return on;
-}
-
 namespace detail {
 template <class Policy>
 constexpr bool hint_policy() {
@@ -192,19 +184,19 @@ auto light_weight(const Policy& policy) {
 
 template <class Policy, class Functor>
 void parallel_for_queued(const std::string& name, const Policy& policy, const Functor& functor) {
-  if constexpr (detail::hint_policy<Policy>()) {
-    if (queued_launch()) return Kokkos::parallel_for(name, detail::light_weight(policy), functor);
-  }
-  Kokkos::parallel_for(name, policy, functor);
+  if constexpr (detail::hint_policy<Policy>())
+    Kokkos::parallel_for(name, detail::light_weight(policy), functor);
+  else
+    Kokkos::parallel_for(name, policy, functor);
 }
 
 template <class Policy, class Functor, class Result>
 void parallel_reduce_queued(const std::string& name, const Policy& policy, const Functor& functor,
                             const Result& result) {
-  if constexpr (detail::hint_policy<Policy>()) {
-    if (queued_launch()) return Kokkos::parallel_reduce(name, detail::light_weight(policy), functor, result);
-  }
-  Kokkos::parallel_reduce(name, policy, functor, result);
+  if constexpr (detail::hint_policy<Policy>())
+    Kokkos::parallel_reduce(name, detail::light_weight(policy), functor, result);
+  else
+    Kokkos::parallel_reduce(name, policy, functor, result);
 }
 
 }  // namespace kernels

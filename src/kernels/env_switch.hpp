@@ -1,4 +1,5 @@
-// Integer A/B switches from the environment, read strictly (std::atoi read "abc" as 0 and "1x" as 1).
+// Integer settings from the environment, read strictly (std::atoi read "abc" as 0 and "1x" as 1); the kernel
+// benchmark's (bench/kernels_bench.cpp), not the model's or the pair styles'.
 //   env_switch(name, ok, expected)  nothing if `name` is unset; its value if it is a whole decimal number that `ok`
 //                                   accepts; otherwise std::invalid_argument "NAME must be EXPECTED".
 #pragma once

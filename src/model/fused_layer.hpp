@@ -5,8 +5,8 @@
 // - nvcc gives each unit 64 KB of constant memory, of which Kokkos takes 32 KB and our launch two slots of ~1.2 KB
 //   (the functor, 1,096 B on the host) per fused float kernel (cuda_launch.hpp): by that count the 27 float kernels of
 //   L = 1..3 and three roles would need ~97 KB in one unit, one L's 9 ~54 KB;
-// - the units compile in parallel: one unit per L took 151-177 s for CUDA sm_90 on 2 cores (session 20) and held up
-//   every build, host builds too (fused_layer_l3 was the slowest object of the CPU test tree).
+// - the units compile in parallel: one unit per L held up every build, host builds too (each took minutes for CUDA
+//   sm_90 on 2 cores).
 #pragma once
 #include "kernels/interaction.hpp"
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/model_file.hpp"
+#include "model/model_options.hpp"
 
 namespace batmobile {
 
@@ -26,7 +27,7 @@ class GhostExchange {
   // Add the ghost rows of dh onto their owners' rows, then zero the ghost rows.
   virtual void reverse(FeatureView dh) = 0;
   // Where every ghost is a periodic image of a local atom (one rank): the local atom of each ghost (n_all - n_local
-  // entries), so that the model may group sender lists by it (BATMOBILE_GROUP_SENDERS); else empty.
+  // entries), so that the model groups sender lists by it; else empty (several ranks).
   virtual Kokkos::View<const int*, ExecSpace> image_owners() const { return {}; }
 };
 
@@ -90,7 +91,7 @@ struct ModelData {
   int o_Wm[kMaxL + 1] = {}, o_Wo[kMaxL + 1] = {}, o_Wu[kMaxL + 1] = {}, o_gn[kMaxL + 1] = {};
   // Transposed (in, out) copies of the node-update matrices for the forward node kernel: its threads run over
   // outputs o, so a warp then reads consecutive addresses (row-major (out, in) reads were C floats apart, 32 cache
-  // lines per warp load: the kernel took 1.6 ms per layer at 10,368 atoms on the H200).
+  // lines per warp load).
   int o_Wm0t = 0, o_Wo0t = 0, o_Wgmt = 0, o_Wgot = 0;
   int o_Wmt[kMaxL + 1] = {}, o_Wot[kMaxL + 1] = {}, o_Wut[kMaxL + 1] = {};
   Kokkos::View<T*, ExecSpace> w;
@@ -99,14 +100,22 @@ struct ModelData {
   Kokkos::View<T*, ExecSpace> cg_coef;
 };
 
+namespace model_detail {
+template <class T, class ExecSpace>
+struct FusedState;  // fused_state.hpp
+template <class ExecSpace>
+struct Step;  // model_step.hpp
+template <class T, class ExecSpace>
+struct LayerViews;  // model_step.hpp
+}  // namespace model_detail
+
 // Edge operations (message + attention and their adjoints): the fused kernels of src/kernels (one team per
 // atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
 enum class EdgeBackend { Fused, Reference };
 
-// Atoms per node-kernel team that BATMOBILE_NODE_ATOMS=0 picks for nl local atoms on a GPU of `sms` SMs (sms <= 0:
-// not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2 (H200
-// session 14: one atom per team ran slower than four at 648 atoms; session 17: 2 at 648 atoms, 892.1 vs 874.6 MD
-// steps/s in three runs, within the spread: opt-in).
+// Atoms per node-kernel team that ModelOptions::node_atoms = 0 picks for nl local atoms on a GPU of `sms` SMs (sms <= 0:
+// not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2 (one atom
+// per team ran slower than four on the H200; this rule was within the noise of four: opt-in).
 inline int auto_node_atoms(int nl, int sms, int max_atoms) {
   if (sms <= 0) return max_atoms;
   int nba = max_atoms;
@@ -118,10 +127,14 @@ template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Model {
  public:
   using FeatureView = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>;
-  explicit Model(const ModelFile& file, EdgeBackend backend = EdgeBackend::Fused);
+  // options: ModelOptions{} is the production configuration (model_options.hpp); out-of-range values throw
+  // std::invalid_argument.
+  explicit Model(const ModelFile& file, EdgeBackend backend = EdgeBackend::Fused,
+                 const ModelOptions& options = ModelOptions{});
   ~Model();
   EdgeBackend backend() const { return backend_; }
   const ModelHyper& hyper() const { return hyper_; }
+  const ModelOptions& options() const { return options_; }
 
   // Energy, forces on all n_all atoms, virial; eatom/vatom when the Results views are allocated (non-empty).
   // `exchange` refreshes ghost features between layers (may be null when n_all == n_local).
@@ -129,48 +142,57 @@ class Model {
 
   int64_t num_edges_last() const { return n_edges_; }  // (the caller's upper bound where Graph gave one)
   // Whether compute() groups the sender adjoint by local atom where the exchange names the ghosts' image owners
-  // (fused backend, BATMOBILE_GROUP_SENDERS=1): then every ghost's forces, per-atom virial and feature adjoints land
-  // on its atom's row and the ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last
+  // (fused backend, ModelOptions::group_senders): then every ghost's forces, per-atom virial and feature adjoints
+  // land on its atom's row and the ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last
   // compute() did so (it had ghosts and such an exchange).
-  bool groups_senders() const { return backend_ == EdgeBackend::Fused && group_senders_; }
+  bool groups_senders() const { return backend_ == EdgeBackend::Fused && options_.group_senders; }
   bool senders_grouped_last() const { return n_send_ >= 0; }
   // One line on how the edge kernels launch for nl local atoms: per layer, the fused forward's and adjoints' threads
-  // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run).
+  // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run);
+  // non-default options are named at its end.
   std::string launch_summary(int nl) const;
 
  private:
+  using Step = model_detail::Step<ExecSpace>;
+  // compute()'s stages (model_compute.hpp), one per model step; the kernels are model_detail's stage functions
+  Step begin_step(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange);
   void ensure_capacity(int n_local, int n_all, int n_edges);
+  void build_sender_lists(const Step& step);
+  model_detail::LayerViews<T, ExecSpace> layer_views(int t, bool use_rcache) const;
+  void forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange);
+  void adjoint_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange, FeatureView dh, FeatureView dh_in);
+  void fold_forces(const Step& step, Results<ExecSpace>& out);
+  void fetch_sums(Results<ExecSpace>& out) const;
+  // the fused backend's kernels of layer t (model_construct.hpp)
   template <class Fn>
-  void with_fused_graph(int nl, int na, int n_edges, const Graph<ExecSpace>& graph, Fn fn);
-  template <class Fn>
-  void with_layer_role(int t, Fn f) const;
+  void with_fused_graph(const Step& step, Fn fn);
   int fused_team_size(int nl, bool forward = false) const;
-  void fused_forward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph);
-  void fused_backward_layer(int t, int nl, int na, int n_edges, const Graph<ExecSpace>& graph, FeatureView dh_in);
-  struct FusedState;  // kernel-library parameters and workspace (defined in model_impl.hpp)
-  std::unique_ptr<FusedState> fused_;
+  void fused_forward_layer(int t, const Step& step);
+  void fused_backward_layer(int t, const Step& step, FeatureView dh_in);
+  std::unique_ptr<model_detail::FusedState<T, ExecSpace>> fused_;  // kernel-library parameters and workspace
   EdgeBackend backend_;
   ModelHyper hyper_;
-  ModelData<T, ExecSpace> d_;
+  ModelOptions options_;
+  ModelData<T, ExecSpace> data_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
-  int node_atoms_ = 4;  // atoms per team of the node kernels (BATMOBILE_NODE_ATOMS: 1..kNodeAtoms, 0 = automatic)
-  // BATMOBILE_GROUP_SENDERS=1 (default): the fused sender adjoint runs one team per local atom and its periodic
-  // images (where the ghost exchange says which those are) instead of one per atom incl. ghosts; n_send_ is this
-  // compute's count (kernels::Graph::n_send, -1: not grouped)
-  bool group_senders_ = true;
+  int node_atoms_ = 4;  // atoms per team of the node kernels (ModelOptions::node_atoms)
+  // The fused sender adjoint runs one team per local atom and its periodic images where the ghost exchange says which
+  // those are, else one per atom incl. ghosts; n_send_ is this compute's count (kernels::Graph::n_send, -1: not
+  // grouped)
   int n_send_ = -1;
   // Per-layer saved activations for the adjoint.
   std::vector<FeatureView> h_;  // T+1 (n_all)
   std::vector<FeatureView> m_, o_, z_, hp_;  // T (n_local)
-  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gam_, rms_, q_, k_, smax_, zsum_;
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> gate_, rms_, q_, k_, smax_, zsum_;
   FeatureView dh_, dh_prev_, dm_, do_;
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
-  Kokkos::View<int*, ExecSpace> edge_recv_, send_offsets_, send_edges_, send_fill_;
+  Kokkos::View<int*, ExecSpace> edge_receiver_, send_offsets_, send_edges_, send_fill_;
   // device results of the energy (element 0) and virial (1..6) reductions, copied to the host when wanted
   Kokkos::View<double[7], ExecSpace> sums_;
-  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> rcache_;  // per layer (n_edges, 2PC), reference backend
+  // per layer (n_edges, 2PC), reference backend
+  std::vector<Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace>> radial_cache_;
 };
 
 }  // namespace batmobile

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -18,6 +19,32 @@ using namespace batmobile;
 using Exec = Kokkos::DefaultExecutionSpace;
 
 static std::string g_ref_dir;
+// The options every model of this suite is built with, unless a test picks its own (the CTest variants set them on
+// the command line: --node-team N), and whether evaluate() hides the ghosts' image owners (--ungrouped-senders).
+static ModelOptions g_options;
+static bool g_ungrouped_senders = false;
+
+// g_options changed by set(options).
+template <class Set>
+static ModelOptions options_with(Set set) {
+  ModelOptions o = g_options;
+  set(o);
+  return o;
+}
+
+// The periodic-image exchange as a multi-rank exchange looks to the model: ghosts without named image owners, so that
+// the fused sender adjoint runs over all atoms incl. ghosts instead of grouping them by local atom.
+template <class T>
+class UnnamedImagesExchange : public GhostExchange<T, Exec> {
+ public:
+  using typename GhostExchange<T, Exec>::FeatureView;
+  UnnamedImagesExchange(int n_local, const std::vector<int>& ghost_owner) : images_(n_local, ghost_owner) {}
+  void forward(FeatureView h) override { images_.forward(h); }
+  void reverse(FeatureView dh) override { images_.reverse(dh); }
+
+ private:
+  IndexMapGhostExchange<T, Exec> images_;
+};
 
 struct Reference {
   std::map<std::string, std::vector<double>> v;
@@ -51,15 +78,19 @@ struct Evaluation {
   double ghost_abs = 0;  // sum of |f| and |vatom| over the ghost rows as the model returned them (before folding)
 };
 
-// want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges).
+// want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges);
+// name_images: the exchange names the ghosts' image owners (default: unless the suite runs --ungrouped-senders).
 template <class T>
 static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
                            const std::vector<double>& cell, const bool* pbc, bool want = true,
-                           bool edges_known = false) {
+                           bool edges_known = false, std::optional<bool> name_images = std::nullopt) {
   HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
   Graph<Exec> g = upload_graph<Exec>(hg);
   if (edges_known) g.n_edges = int(hg.senders.size());
-  IndexMapGhostExchange<T, Exec> exchange(hg.n_local, hg.ghost_owner);
+  IndexMapGhostExchange<T, Exec> named(hg.n_local, hg.ghost_owner);
+  UnnamedImagesExchange<T> unnamed(hg.n_local, hg.ghost_owner);
+  GhostExchange<T, Exec>& exchange =
+      name_images.value_or(!g_ungrouped_senders) ? static_cast<GhostExchange<T, Exec>&>(named) : unnamed;
   Results<Exec> res;
   res.want_energy = res.want_virial = want;
   res.f = decltype(res.f)("f", hg.n_all);
@@ -87,23 +118,6 @@ static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos
   return ev;
 }
 
-// Restores an environment variable at scope exit (the CTest variants of this suite set some for every test).
-struct KeepEnv {
-  std::string name, value;
-  bool had;
-  explicit KeepEnv(const char* n) : name(n) {
-    const char* v = std::getenv(n);
-    had = v != nullptr;
-    if (had) value = v;
-  }
-  ~KeepEnv() {
-    if (had)
-      setenv(name.c_str(), value.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
-
 static double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -118,7 +132,7 @@ static ModelFile load(const std::string& name = "model_double.pt") { return load
 template <class T>
 static void compare_with_reference(const std::string& conf, double tol, EdgeBackend backend,
                                    const std::string& model_file = "model_double.pt") {
-  Model<T, Exec> model(load(model_file), backend);
+  Model<T, Exec> model(load(model_file), backend, g_options);
   Reference r = read_reference(conf);
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double E = r.v.at("energy")[0];
@@ -169,7 +183,7 @@ TEST_P(ModelReference, PythonPackageFixturesFloat) {
 // The neighbour holding the largest logit of receiver 0 (checked by make_reference.py) crosses r_c: with the
 // softmax over s + log u the energy does not depend on the max, so it is continuous; jumps shrink with the step.
 TEST_P(ModelReference, ContinuousWhenMaxLogitNeighbourLeaves) {
-  Model<double, Exec> model(load(), GetParam());
+  Model<double, Exec> model(load(), GetParam(), g_options);
   Reference r = read_reference("leaver");
   const double r_c = model.hyper().r_c;
   double dir[3], len = 0;
@@ -196,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, ModelReference, ::testing::Values(EdgeBackend
 
 class ModelFiniteDifference : public ::testing::TestWithParam<EdgeBackend> {};
 TEST_P(ModelFiniteDifference, ForcesAndStrain) {
-  Model<double, Exec> model(load(), GetParam());
+  Model<double, Exec> model(load(), GetParam(), g_options);
   Reference r = read_reference("periodic");
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double h = 1e-5;
@@ -240,7 +254,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, ModelFiniteDifference, ::testing::Values(Edge
 
 class ModelInvariance : public ::testing::TestWithParam<EdgeBackend> {};
 TEST_P(ModelInvariance, RotationTranslationPermutation) {
-  Model<double, Exec> model(load(), GetParam());
+  Model<double, Exec> model(load(), GetParam(), g_options);
   Reference r = read_reference("cluster");
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const int n = static_cast<int>(r.species.size());
@@ -338,7 +352,7 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
   for (int team : {1, 2, 4, 7}) {
     if (team > Exec().concurrency()) continue;  // host teams cannot outnumber the threads
     for (bool check : {true, false}) check_csr(snd_h, team, check);
-    check_csr(snd_h, team, true, true);  // grouped by local atom (BATMOBILE_GROUP_SENDERS)
+    check_csr(snd_h, team, true, true);  // grouped by local atom (one rank: the images' owners known)
   }
   snd_h[5] = na;  // out of range
   auto bad = to_dev(snd_h);
@@ -350,19 +364,20 @@ TEST(SenderCsr, SortedCompleteAndChecked) {
 // The reference backend keeps the radial-MLP outputs per edge when they fit; without the cache it recomputes them.
 // Results::add_forces (batmobile/kk passes LAMMPS's force array itself): the model adds to what f holds, exactly
 // what it would have written plus that, on every row incl. ghost rows (grouped senders leave those as they are: the
-// model's value there is 0). Both backends, float and double, senders grouped (the default) and not.
+// model's value there is 0). Both backends, float and double, senders grouped (an exchange that names the ghosts'
+// image owners) and not.
 TEST(ModelResults, AddForces) {
   Reference r = read_reference("periodic");
-  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");
-  auto check = [&](auto zero, EdgeBackend backend, const char* group) {
+  auto check = [&](auto zero, EdgeBackend backend, bool group) {
     using T = decltype(zero);
     SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
-                 (backend == EdgeBackend::Fused ? " fused" : " reference") + " GROUP_SENDERS=" + group);
-    setenv("BATMOBILE_GROUP_SENDERS", group, 1);
-    Model<T, Exec> m(load(), backend);
+                 (backend == EdgeBackend::Fused ? " fused" : " reference") + (group ? " grouped" : " ungrouped"));
+    Model<T, Exec> m(load(), backend, g_options);
     HostGraph hg = build_periodic_graph(r.pos, r.species, r.cell.data(), r.pbc, m.hyper().r_c);
     Graph<Exec> g = upload_graph<Exec>(hg);
-    IndexMapGhostExchange<T, Exec> exchange(hg.n_local, hg.ghost_owner);
+    IndexMapGhostExchange<T, Exec> named(hg.n_local, hg.ghost_owner);
+    UnnamedImagesExchange<T> unnamed(hg.n_local, hg.ghost_owner);
+    GhostExchange<T, Exec>& exchange = group ? static_cast<GhostExchange<T, Exec>&>(named) : unnamed;
     auto held = [](int n, int a) { return 0.1 * (n % 7) - 0.3 * a + 0.05; };  // what f holds before
     auto run = [&](bool add) {
       Results<Exec> res;
@@ -387,7 +402,7 @@ TEST(ModelResults, AddForces) {
       }
     EXPECT_GT(fmax, 1e-2);
   };
-  for (const char* group : {"1", "0"})
+  for (bool group : {true, false})
     for (EdgeBackend b : {EdgeBackend::Fused, EdgeBackend::Reference}) {
       check(0.0f, b, group);
       check(0.0, b, group);
@@ -404,7 +419,7 @@ TEST(ModelResults, EnergyVirialOnDemand) {
     using T = decltype(zero);
     SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
                  (backend == EdgeBackend::Fused ? " fused" : " reference"));
-    Model<T, Exec> m(load(), backend);
+    Model<T, Exec> m(load(), backend, g_options);
     const Evaluation full = evaluate(m, r.pos, r.species, r.cell, r.pbc);
     ASSERT_NE(full.energy, 0.0);
     // a displaced configuration without energy and virial, then the original one again with them
@@ -429,28 +444,28 @@ TEST(ModelResults, EnergyVirialOnDemand) {
   }
 }
 
+// The reference backend keeps the radial-MLP outputs per edge when they fit (ModelOptions::radial_cache_mb); without
+// the cache it recomputes them.
 TEST(ModelRadialCache, SameResultWithoutCache) {
   Reference r = read_reference("periodic");
-  Model<double, Exec> model(load(), EdgeBackend::Reference);
+  Model<double, Exec> model(load(), EdgeBackend::Reference, g_options);
+  Model<double, Exec> uncached(load(), EdgeBackend::Reference, options_with([](ModelOptions& o) { o.radial_cache_mb = 0; }));
   Evaluation cached = evaluate(model, r.pos, r.species, r.cell, r.pbc);
-  setenv("BATMOBILE_RADIAL_CACHE_MB", "0", 1);
-  Evaluation recomputed = evaluate(model, r.pos, r.species, r.cell, r.pbc);
-  unsetenv("BATMOBILE_RADIAL_CACHE_MB");
+  Evaluation recomputed = evaluate(uncached, r.pos, r.species, r.cell, r.pbc);
   EXPECT_NEAR(cached.energy, recomputed.energy, 1e-13 * std::fabs(cached.energy));
   EXPECT_LE(rel_err(cached.forces, recomputed.forces), 1e-13);
   EXPECT_LE(rel_err(cached.vatom, recomputed.vatom), 1e-13);
 }
 
-// A fused model built with VAR=VALUE against one built without VAR: energy (etol, relative), forces, per-atom energies
-// and virials (tol, relative to their largest) on the periodic reference system, whose forces are not all small.
+// A fused model built with options `with` against one built with the suite's: energy (etol, relative), forces,
+// per-atom energies and virials (tol, relative to their largest) on the periodic reference system, whose forces are
+// not all small.
 template <class T>
-static void expect_env_close(const Reference& r, const char* var, const char* value, double etol, double tol) {
-  SCOPED_TRACE(std::string(var) + "=" + value + (sizeof(T) == 4 ? " float" : " double"));
-  setenv(var, value, 1);
-  Model<T, Exec> with(load(), EdgeBackend::Fused);
-  unsetenv(var);
-  Model<T, Exec> plain(load(), EdgeBackend::Fused);
-  const Evaluation a = evaluate(with, r.pos, r.species, r.cell, r.pbc);
+static void expect_options_close(const Reference& r, const ModelOptions& with, double etol, double tol) {
+  SCOPED_TRACE(non_default_options(with) + (sizeof(T) == 4 ? " float" : " double"));
+  Model<T, Exec> changed(load(), EdgeBackend::Fused, with);
+  Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options);
+  const Evaluation a = evaluate(changed, r.pos, r.species, r.cell, r.pbc);
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
   EXPECT_NEAR(a.energy, b.energy, etol * std::fabs(b.energy));
   EXPECT_LE(rel_err(a.forces, b.forces), tol);
@@ -461,126 +476,71 @@ static void expect_env_close(const Reference& r, const char* var, const char* va
   EXPECT_GT(fmax, 1e-2);
 }
 
-// The fused kernels' A/B switches are read when the model is built: bad values are errors; switching off the
-// adjoint register cap (BATMOBILE_ADJ_MIN_BLOCKS=0; the cap applies on device back-ends only) changes registers,
-// not arithmetic, and neither the shared-memory carveout (BATMOBILE_SHMEM_CARVEOUT, CUDA only) nor the prepare
-// passes per radial chunk (BATMOBILE_BASIS_CHUNK) nor Kokkos's launch instead of our own constant-memory launch
-// (BATMOBILE_CONST_SLOTS=0, CUDA) nor the two adjoints one after the other (BATMOBILE_CONCURRENT_ADJOINTS=0; side by
-// side is the default, overlapping on CUDA with const slots) change a bit.
-TEST(ModelEnv, FusedKernelSwitches) {
+// Options out of range are errors (std::invalid_argument) that name the field, whichever backend.
+TEST(ModelOptionsTest, Validation) {
+  auto expect_invalid = [](const char* field, auto set) {
+    for (EdgeBackend backend : {EdgeBackend::Fused, EdgeBackend::Reference}) {
+      try {
+        Model<float, Exec> m(load(), backend, options_with(set));
+        ADD_FAILURE() << "no error for a bad " << field;
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("ModelOptions::") + field), std::string::npos) << e.what();
+      }
+    }
+  };
+  for (int v : {-1, 4, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
+  for (int v : {8, 100000}) expect_invalid("radial_table_intervals", [v](ModelOptions& o) { o.radial_table_intervals = v; });
+  for (int v : {-1, 65}) expect_invalid("basis_chunk", [v](ModelOptions& o) { o.basis_chunk = v; });
+  // the test model's H = 12 hidden units: 5 does not divide it
+  for (int v : {-1, 5}) expect_invalid("prepare_span", [v](ModelOptions& o) { o.prepare_span = v; });
+  for (int v : {-1, 4096}) expect_invalid("interaction_team", [v](ModelOptions& o) { o.interaction_team = v; });
+  for (int v : {-2, 2000}) expect_invalid("forward_team", [v](ModelOptions& o) { o.forward_team = v; });
+  for (int v : {-1, 1025}) expect_invalid("node_team", [v](ModelOptions& o) { o.node_team = v; });
+  for (int v : {-1, 5}) expect_invalid("node_atoms", [v](ModelOptions& o) { o.node_atoms = v; });
+  expect_invalid("radial_cache_mb", [](ModelOptions& o) { o.radial_cache_mb = -1; });
+}
+
+// The fused kernels' alternative paths: radial mode 3 (the radial outputs from a table of each layer's radial MLP) is
+// close to the default (mode 2, here mode 1 on host back-ends) to the table's accuracy; the prepare passes per radial
+// chunk (basis_chunk) and the hidden units per prepare item (prepare_span) change no bit.
+TEST(ModelOptionsTest, FusedKernelPaths) {
   Reference r = read_reference("periodic");
-  auto build = [] { Model<float, Exec> m(load(), EdgeBackend::Fused); };
-  setenv("BATMOBILE_ADJ_MIN_BLOCKS", "7", 1);
-  EXPECT_THROW(build(), std::invalid_argument);
-  expect_env_close<float>(r, "BATMOBILE_ADJ_MIN_BLOCKS", "0", 1e-6, 1e-5);
-  Model<float, Exec> plain(load(), EdgeBackend::Fused);  // the defaults, compared with below
+  Model<float, Exec> plain(load(), EdgeBackend::Fused, g_options);  // the defaults, compared with below
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
-  for (const char* bad : {"9", "abc", "1x"}) {  // atoi read the last two as 0 and 1 before
-    setenv("BATMOBILE_RADIAL_MODE", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  unsetenv("BATMOBILE_RADIAL_MODE");
-  // radial mode 3 (opt-in): the radial outputs from a table of each layer's radial MLP, close to the default (mode 2,
-  // here mode 1 on host back-ends) to the table's accuracy; table sizes outside 16..65536 are errors
-  for (const char* bad : {"8", "100000", "1k"}) {
-    setenv("BATMOBILE_RADIAL_TABLE", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  for (const char* intervals : {"1024", "4096"}) {
-    setenv("BATMOBILE_RADIAL_MODE", "3", 1);
-    setenv("BATMOBILE_RADIAL_TABLE", intervals, 1);
-    Model<float, Exec> table(load(), EdgeBackend::Fused);
-    unsetenv("BATMOBILE_RADIAL_MODE");
-    unsetenv("BATMOBILE_RADIAL_TABLE");
+  for (int intervals : {1024, 4096}) {
+    Model<float, Exec> table(load(), EdgeBackend::Fused, options_with([&](ModelOptions& o) {
+                               o.radial_mode = 3;
+                               o.radial_table_intervals = intervals;
+                             }));
     const Evaluation t = evaluate(table, r.pos, r.species, r.cell, r.pbc);
     EXPECT_NEAR(t.energy, b.energy, 1e-6 * std::fabs(b.energy)) << intervals;
     EXPECT_LE(rel_err(t.forces, b.forces), 1e-5) << intervals;
     EXPECT_LE(rel_err(t.vatom, b.vatom), 1e-5) << intervals;
     EXPECT_GT(rel_err(t.forces, b.forces), 0.0) << intervals << ": the table was not used";
   }
-  for (const char* bad : {"101", "-5", "50%", ""}) {
-    setenv("BATMOBILE_SHMEM_CARVEOUT", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  setenv("BATMOBILE_SHMEM_CARVEOUT", "50", 1);  // a cache split changes no arithmetic: the same numbers
-  Model<float, Exec> carved(load(), EdgeBackend::Fused);
-  const Evaluation c = evaluate(carved, r.pos, r.species, r.cell, r.pbc);
-  unsetenv("BATMOBILE_SHMEM_CARVEOUT");
-  EXPECT_EQ(c.energy, b.energy);
-  EXPECT_EQ(rel_err(c.forces, b.forces), 0.0);
-  for (const char* bad : {"abc", "64x", "-1", "4096"}) {  // atoi read the first three as 0, 64, 0 before
-    setenv("BATMOBILE_INTERACTION_TEAM", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  unsetenv("BATMOBILE_INTERACTION_TEAM");
-  for (const char* bad : {"65", "-1", "8x"}) {
-    setenv("BATMOBILE_BASIS_CHUNK", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  // a model built with these variables gives bit for bit the default's results, in two evaluations (the second one
-  // uses the other constant-memory slot of each kernel with BATMOBILE_CONST_SLOTS=1)
-  auto expect_bitwise_default = [&](std::vector<std::pair<const char*, const char*>> vars) {
-    for (const auto& [name, value] : vars) setenv(name, value, 1);
-    Model<float, Exec> m(load(), EdgeBackend::Fused);
-    for (const auto& [name, value] : vars) unsetenv(name);
+  // a model built with these options gives bit for bit the default's results, in two evaluations (the second one
+  // uses the other constant-memory slot of each kernel on CUDA)
+  auto expect_bitwise_default = [&](const ModelOptions& with) {
+    Model<float, Exec> m(load(), EdgeBackend::Fused, with);
     for (int rep = 0; rep < 2; ++rep) {
       const Evaluation e = evaluate(m, r.pos, r.species, r.cell, r.pbc);
-      EXPECT_EQ(e.energy, b.energy) << vars.front().first << " rep " << rep;
-      EXPECT_EQ(rel_err(e.forces, b.forces), 0.0) << vars.front().first << " rep " << rep;
-      EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << vars.front().first << " rep " << rep;
+      EXPECT_EQ(e.energy, b.energy) << non_default_options(with) << " rep " << rep;
+      EXPECT_EQ(rel_err(e.forces, b.forces), 0.0) << non_default_options(with) << " rep " << rep;
+      EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << non_default_options(with) << " rep " << rep;
     }
   };
-  unsetenv("BATMOBILE_BASIS_CHUNK");
-  for (const char* bad : {"-1", "5", "x"}) {  // the test model's H = 12 hidden units: 5 does not divide it
-    setenv("BATMOBILE_PREPARE_SPAN", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  unsetenv("BATMOBILE_PREPARE_SPAN");
   // (host back-ends run one thread per team, which takes all hidden units of an edge whatever the span: this checks
-  // that the switch is read and changes nothing there; tests/kernels' Interaction.PrepareSpan checks the GPU paths)
-  expect_bitwise_default({{"BATMOBILE_PREPARE_SPAN", "2"}});
-  expect_bitwise_default({{"BATMOBILE_PREPARE_SPAN", "1"}});
+  // that the option is passed and changes nothing there; tests/kernels' Interaction.PrepareSpan checks the GPU paths)
+  for (int span : {2, 1}) expect_bitwise_default(options_with([&](ModelOptions& o) { o.prepare_span = span; }));
   // one prepare pass per radial chunk instead of the automatic basis chunks: the same edge order
-  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "1"}});
-  expect_bitwise_default({{"BATMOBILE_BASIS_CHUNK", "16"}});
-  for (const char* bad : {"2", "-1", "on"}) {
-    setenv("BATMOBILE_CONST_SLOTS", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  expect_bitwise_default({{"BATMOBILE_CONST_SLOTS", "0"}});  // Kokkos's launch instead of ours (CUDA): the same code
-  for (const char* bad : {"2", "-1", "yes", "1 "}) {
-    setenv("BATMOBILE_CONCURRENT_ADJOINTS", bad, 1);
-    EXPECT_THROW(build(), std::invalid_argument) << bad;
-  }
-  // the adjoints one after the other instead of side by side (the default on CUDA, with the const slots): the same
-  // accumulators
-  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}});
-  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "0"}, {"BATMOBILE_CONST_SLOTS", "0"}});
-  expect_bitwise_default({{"BATMOBILE_CONCURRENT_ADJOINTS", "1"}, {"BATMOBILE_CONST_SLOTS", "1"}});
+  for (int chunk : {1, 16}) expect_bitwise_default(options_with([&](ModelOptions& o) { o.basis_chunk = chunk; }));
 }
 
-// Layer 0 and the last layer through the general kernels (BATMOBILE_EMBEDDING_LAYER=0, BATMOBILE_SCALAR_OUTPUT_LAYER=0)
-// instead of the kernels of their layer roles (default: the paths (0, l, l), no dE/dh; the paths (l, l, 0)): the same
-// energy, forces, per-atom energies and virials to rounding, float and double; bad values are errors. (The default
-// path is the one every reference test checks.)
-TEST(ModelEnv, LayerRoleSwitches) {
-  Reference r = read_reference("periodic");
-  for (const char* var : {"BATMOBILE_EMBEDDING_LAYER", "BATMOBILE_SCALAR_OUTPUT_LAYER"}) {
-    for (const char* bad : {"2", "-1", "on"}) {
-      setenv(var, bad, 1);
-      EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << var << "=" << bad;
-    }
-    unsetenv(var);
-    expect_env_close<float>(r, var, "0", 1e-5, 1e-5);
-    expect_env_close<double>(r, var, "0", 1e-12, 1e-12);
-  }
-}
-
-// The node kernels take blocks of BATMOBILE_NODE_ATOMS atoms per team (default 4; each weight read once per block;
-// 0: automatic, auto_node_atoms). The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial block,
-// blocks of 3 do not. Any block size gives the default's results to rounding (only the RMS sums' order differs);
-// other values are errors.
-TEST(ModelEnv, NodeAtomBlocks) {
+// The node kernels take blocks of ModelOptions::node_atoms atoms per team (default 4; each weight read once per
+// block; 0: automatic, auto_node_atoms). The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial
+// block, blocks of 3 do not. Any block size gives the default's results to rounding (only the RMS sums' order
+// differs).
+TEST(ModelOptionsTest, NodeAtomBlocks) {
   Reference r = read_reference("periodic");
   // the automatic rule (H200: 132 SMs): 648 atoms -> 162, 216 teams of 4, 3 atoms are under 264, 324 of 2 are not
   EXPECT_EQ(auto_node_atoms(648, 132, 4), 2);
@@ -589,40 +549,19 @@ TEST(ModelEnv, NodeAtomBlocks) {
   EXPECT_EQ(auto_node_atoms(10368, 132, 4), 4);
   EXPECT_EQ(auto_node_atoms(9, 132, 4), 2);     // never below 2
   EXPECT_EQ(auto_node_atoms(9, -1, 4), 4);      // not a GPU
-  for (const char* bad : {"-1", "5", "x", ""}) {
-    setenv("BATMOBILE_NODE_ATOMS", bad, 1);
-    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
-  }
-  unsetenv("BATMOBILE_NODE_ATOMS");
-  // the node kernels' team size is read as strictly (atoi had read "abc" as a team of 1)
-  {
-    const KeepEnv keep("BATMOBILE_NODE_TEAM");  // (the node_team2 variant of this suite sets it)
-    for (const char* bad : {"0", "1025", "abc", "2x"}) {
-      setenv("BATMOBILE_NODE_TEAM", bad, 1);
-      EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
-    }
-  }
-  for (const char* nba : {"0", "1", "2", "3"}) {
-    expect_env_close<float>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-5, 1e-5);
-    expect_env_close<double>(r, "BATMOBILE_NODE_ATOMS", nba, 1e-12, 1e-12);
+  for (int atoms : {0, 1, 2, 3}) {
+    const ModelOptions with = options_with([&](ModelOptions& o) { o.node_atoms = atoms; });
+    expect_options_close<float>(r, with, 1e-5, 1e-5);
+    expect_options_close<double>(r, with, 1e-12, 1e-12);
   }
 }
 
-// The fused kernels' launch switches read strictly, and any accepted value gives the default's results (on host
-// back-ends they change nothing: one thread per team; the GPU paths of these team sizes are the kernel tests' 3 C and
-// forward_team cases).
-TEST(ModelEnv, LaunchSwitches) {
+// The fused kernels' team sizes: any accepted value gives the default's results (on host back-ends they change
+// nothing: one thread per team; the GPU paths of these team sizes are the kernel tests' 3 C and forward_team cases).
+TEST(ModelOptionsTest, FusedTeamSizes) {
   Reference r = read_reference("periodic");
-  for (const auto& [var, bad] : {std::pair<const char*, const char*>{"BATMOBILE_WAVE_TEAMS", "3"},
-                                 {"BATMOBILE_WAVE_TEAMS", "-1"}, {"BATMOBILE_FORWARD_TEAM", "2000"},
-                                 {"BATMOBILE_FORWARD_TEAM", "x"}}) {
-    setenv(var, bad, 1);
-    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << var << "=" << bad;
-    unsetenv(var);
-  }
-  for (const char* v : {"0", "1", "2"}) expect_env_close<float>(r, "BATMOBILE_WAVE_TEAMS", v, 1e-6, 1e-6);
-  expect_env_close<float>(r, "BATMOBILE_FORWARD_TEAM", "96", 1e-6, 1e-6);
-  for (const char* v : {"0", "1"}) expect_env_close<float>(r, "BATMOBILE_FEW_ATOMS_TEAM", v, 1e-6, 1e-6);
+  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.forward_team = 96; }), 1e-6, 1e-6);
+  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.interaction_team = 32; }), 1e-6, 1e-6);
 }
 
 // The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; what the kernels make of
@@ -635,97 +574,85 @@ TEST(FusedTeamRule, ByAtomCount) {
   static_assert(kFewAtoms > 648 && kFewAtoms < 1296 && kFewAtoms < kManyAtoms,
                 "kFewAtoms outside the measured bracket (fused_team_rule.hpp)");
   for (bool fwd : {true, false}) {
-    // below kFewAtoms: one edge slot less, forward and adjoints alike, whatever wave_teams says
-    for (int wt : {0, 1, 2})
-      for (int C : {16, 32, 128}) {
-        EXPECT_EQ(automatic_fused_team(648, C, fwd, wt, true), less);
-        EXPECT_EQ(automatic_fused_team(kFewAtoms - 1, C, fwd, wt, true), less);
-      }
-    // from kFewAtoms (or with the rule off) to kManyAtoms: the forward wave-aware (wave_teams 1), both with 2
+    // below kFewAtoms: one edge slot less, forward and adjoints alike
+    for (int C : {16, 32, 128}) {
+      EXPECT_EQ(automatic_fused_team(648, C, fwd, true), less);
+      EXPECT_EQ(automatic_fused_team(kFewAtoms - 1, C, fwd, true), less);
+    }
+    // from kFewAtoms (or with the rule off) to kManyAtoms: the forward wave-aware, the adjoints automatic
     for (int n : {648, kFewAtoms, 1296, kManyAtoms - 1}) {
       const bool few = n >= kFewAtoms;
-      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 1, few), fwd ? wave : 0) << n;
-      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 2, few), wave) << n;
-      EXPECT_EQ(automatic_fused_team(n, 32, fwd, 0, few), 0) << n;
+      EXPECT_EQ(automatic_fused_team(n, 32, fwd, few), fwd ? wave : 0) << n;
     }
     // many atoms: half the automatic split (64 threads at C = 32), C = 128: automatic
-    EXPECT_EQ(automatic_fused_team(kManyAtoms, 32, fwd, 1, true), 64);
-    EXPECT_EQ(automatic_fused_team(10368, 32, fwd, 2, false), 64);
-    EXPECT_EQ(automatic_fused_team(10368, 128, fwd, 1, true), 0);
+    EXPECT_EQ(automatic_fused_team(kManyAtoms, 32, fwd, true), 64);
+    EXPECT_EQ(automatic_fused_team(10368, 32, fwd, false), 64);
+    EXPECT_EQ(automatic_fused_team(10368, 128, fwd, true), 0);
   }
 }
 
-// The few-atoms rule's scope: unset, the fp32 kernels only (it costs fp64 time on the H200, fused_team_rule.hpp);
-// BATMOBILE_FEW_ATOMS_TEAM=0 / 1 turns it off / on for both precisions.
+// The few-atoms rule's scope: the fp32 kernels only (it costs fp64 time on the H200, fused_team_rule.hpp).
 TEST(FusedTeamRule, ByPrecision) {
-  using model_detail::few_atoms_rule_on;
-  EXPECT_TRUE(few_atoms_rule_on(-1, true));
-  EXPECT_FALSE(few_atoms_rule_on(-1, false));
-  for (bool fp32 : {true, false}) {
-    EXPECT_FALSE(few_atoms_rule_on(0, fp32)) << fp32;
-    EXPECT_TRUE(few_atoms_rule_on(1, fp32)) << fp32;
-  }
+  EXPECT_TRUE(model_detail::few_atoms_rule_for<float>);
+  EXPECT_FALSE(model_detail::few_atoms_rule_for<double>);
 }
 
-// The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom; on GPUs the
-// few-atoms rule changes the launch below kFewAtoms local atoms and nothing from there on.
-TEST(ModelEnv, LaunchSummary) {
-  const KeepEnv keep("BATMOBILE_FEW_ATOMS_TEAM");  // (the default first, whatever the caller's environment says)
-  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
-  const Model<float, Exec> fused(load(), EdgeBackend::Fused);
+// The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom; non-default
+// options named at its end.
+TEST(ModelOptionsTest, LaunchSummary) {
+  const Model<float, Exec> fused(load(), EdgeBackend::Fused, ModelOptions{});
   const int T = fused.hyper().T;
   ASSERT_GE(T, 2);
-  const std::string few = fused.launch_summary(648), many = fused.launch_summary(1296);
+  const std::string few = fused.launch_summary(648);
   EXPECT_NE(few.find("fused kernels for 648 local atoms"), std::string::npos) << few;
   for (int t = 0; t < T; ++t) EXPECT_NE(few.find("layer " + std::to_string(t) + " forward "), std::string::npos) << few;
   EXPECT_EQ(few.find("layer " + std::to_string(T) + " "), std::string::npos) << few;
-  const Model<float, Exec> reference(load(), EdgeBackend::Reference);
+  EXPECT_EQ(few.find("options"), std::string::npos) << few;
+  const Model<float, Exec> reference(load(), EdgeBackend::Reference, ModelOptions{});
   EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays)");
-  setenv("BATMOBILE_FEW_ATOMS_TEAM", "0", 1);
-  const Model<float, Exec> off(load(), EdgeBackend::Fused);
-  EXPECT_EQ(off.launch_summary(1296), many);
-  if (kernels::runs_on_host<Exec>) {
-    EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
-    EXPECT_EQ(off.launch_summary(648), few);
-  } else {
-    EXPECT_NE(off.launch_summary(648), few) << few;
-  }
-  // fp64 kernels: the rule only where asked for (=1); unset, their launch is the one with the rule off
-  unsetenv("BATMOBILE_FEW_ATOMS_TEAM");
-  const Model<double, Exec> fp64(load(), EdgeBackend::Fused);
-  setenv("BATMOBILE_FEW_ATOMS_TEAM", "0", 1);
-  const Model<double, Exec> fp64_off(load(), EdgeBackend::Fused);
-  setenv("BATMOBILE_FEW_ATOMS_TEAM", "1", 1);
-  const Model<double, Exec> fp64_on(load(), EdgeBackend::Fused);
-  EXPECT_EQ(fp64.launch_summary(648), fp64_off.launch_summary(648));
-  if (!kernels::runs_on_host<Exec>) EXPECT_NE(fp64_on.launch_summary(648), fp64.launch_summary(648));
+  if (kernels::runs_on_host<Exec>) EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
+  ModelOptions two;
+  two.node_atoms = 2;
+  two.basis_chunk = 16;
+  const Model<float, Exec> with(load(), EdgeBackend::Fused, two);
+  const std::string named = with.launch_summary(648);
+  EXPECT_NE(named.find("; options: basis_chunk 16, node_atoms 2"), std::string::npos) << named;
+  const Model<float, Exec> reference_with(load(), EdgeBackend::Reference, two);
+  EXPECT_EQ(reference_with.launch_summary(648),
+            "reference edge kernels (per-edge arrays); options: basis_chunk 16, node_atoms 2");
 }
 
-// The sender adjoint over local atoms with their periodic images (BATMOBILE_GROUP_SENDERS=1, the default) gives the
-// results of one team per atom incl. ghosts (=0) to rounding (the images' terms are summed in another order), in both
-// precisions; bad values are errors. (The CTest variant model_tests_ungrouped_senders runs every model test with 0.)
-TEST(ModelEnv, GroupSenders) {
+// The sender adjoint over local atoms with their periodic images (where the exchange names them: one rank) gives the
+// results of one team per atom incl. ghosts (an exchange that does not, as on several ranks) to rounding (the images'
+// terms are summed in another order), in both precisions; ModelOptions::group_senders = false takes the ungrouped
+// path with either exchange. (The CTest variant model_tests_ungrouped_senders runs every model test ungrouped.)
+TEST(ModelExchange, GroupSenders) {
   Reference r = read_reference("periodic");
-  const KeepEnv keep("BATMOBILE_GROUP_SENDERS");  // (model_tests_ungrouped_senders sets it for the suite)
-  setenv("BATMOBILE_GROUP_SENDERS", "2", 1);
-  EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument);
-  // =0 against the default (unset): to rounding, so the default groups or nothing does; which one is checked next
-  expect_env_close<double>(r, "BATMOBILE_GROUP_SENDERS", "0", 1e-13, 1e-12);
-  expect_env_close<float>(r, "BATMOBILE_GROUP_SENDERS", "0", 1e-6, 1e-5);
+  auto expect_close = [&](auto zero, double etol, double tol) {
+    using T = decltype(zero);
+    Model<T, Exec> grouped(load(), EdgeBackend::Fused, g_options);
+    Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options);
+    const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
+    const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc, true, false, false);
+    EXPECT_NEAR(a.energy, b.energy, etol * std::fabs(b.energy));
+    EXPECT_LE(rel_err(a.forces, b.forces), tol);
+    EXPECT_LE(rel_err(a.eatom, b.eatom), tol);
+    EXPECT_LE(rel_err(a.vatom, b.vatom), tol);
+  };
+  expect_close(0.0, 1e-13, 1e-12);
+  expect_close(0.0f, 1e-6, 1e-5);
   // a second evaluation (used buffers: grouped, the ghost rows of the input adjoints are neither zeroed nor folded,
   // so stale values there must not matter) against a fresh ungrouped model
   std::vector<double> moved = r.pos;
   for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 5) - 2);
-  unsetenv("BATMOBILE_GROUP_SENDERS");
-  Model<double, Exec> grouped(load(), EdgeBackend::Fused);
-  EXPECT_TRUE(grouped.groups_senders());  // the default
-  setenv("BATMOBILE_GROUP_SENDERS", "0", 1);
-  Model<double, Exec> plain(load(), EdgeBackend::Fused);
-  EXPECT_FALSE(plain.groups_senders());
-  unsetenv("BATMOBILE_GROUP_SENDERS");
-  evaluate(grouped, moved, r.species, r.cell, r.pbc);
-  const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc);
-  const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
+  Model<double, Exec> grouped(load(), EdgeBackend::Fused, g_options);
+  EXPECT_TRUE(grouped.groups_senders());
+  Model<double, Exec> plain(load(), EdgeBackend::Fused, g_options);
+  evaluate(grouped, moved, r.species, r.cell, r.pbc, true, false, true);
+  const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
+  EXPECT_TRUE(grouped.senders_grouped_last());
+  const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc, true, false, false);
+  EXPECT_FALSE(plain.senders_grouped_last());
   EXPECT_NEAR(a.energy, b.energy, 1e-13 * std::fabs(b.energy));
   EXPECT_LE(rel_err(a.forces, b.forces), 1e-12);
   EXPECT_LE(rel_err(a.vatom, b.vatom), 1e-12);
@@ -733,47 +660,16 @@ TEST(ModelEnv, GroupSenders) {
   // newton off); ungrouped they are not
   EXPECT_EQ(a.ghost_abs, 0.0);
   EXPECT_GT(b.ghost_abs, 0.0);
+  // ModelOptions::group_senders = false: the ungrouped path although the exchange names the owners, bit for bit
+  Model<double, Exec> ungrouped(load(), EdgeBackend::Fused, options_with([](ModelOptions& o) { o.group_senders = false; }));
+  EXPECT_FALSE(ungrouped.groups_senders());
+  const Evaluation c = evaluate(ungrouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
+  EXPECT_FALSE(ungrouped.senders_grouped_last());
+  EXPECT_EQ(c.energy, b.energy);
+  EXPECT_EQ(c.forces, b.forces);
+  EXPECT_EQ(c.vatom, b.vatom);
+  EXPECT_EQ(c.ghost_abs, b.ghost_abs);
 }
-
-// Switch `var` at 1 and at 0 gives the same energy, forces, per-atom energies and virials bit for bit, in both
-// precisions, each model evaluating a displaced geometry first, so that the compared evaluation starts from used
-// buffers (rows a switch leaves unset hold the first evaluation's values: a fresh model's zeros would hide a missed
-// write); bad values are errors.
-static void expect_switch_bit_identical(const Reference& r, const char* var) {
-  for (const char* bad : {"2", "x"}) {
-    setenv(var, bad, 1);
-    EXPECT_THROW((Model<float, Exec>(load(), EdgeBackend::Fused)), std::invalid_argument) << bad;
-  }
-  unsetenv(var);
-  std::vector<double> moved = r.pos;
-  for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 7) - 3);
-  auto second = [&](auto tag, bool on) {
-    using T = decltype(tag);
-    setenv(var, on ? "1" : "0", 1);
-    Model<T, Exec> m(load(), EdgeBackend::Fused);
-    unsetenv(var);
-    evaluate(m, moved, r.species, r.cell, r.pbc);
-    return evaluate(m, r.pos, r.species, r.cell, r.pbc);
-  };
-  auto same = [](const Evaluation& a, const Evaluation& b) {
-    EXPECT_EQ(a.energy, b.energy);
-    EXPECT_EQ(a.forces, b.forces);
-    EXPECT_EQ(a.eatom, b.eatom);
-    EXPECT_EQ(a.vatom, b.vatom);
-    for (int k = 0; k < 6; ++k) EXPECT_EQ(a.virial[k], b.virial[k]);
-  };
-  same(second(float(), true), second(float(), false));
-  same(second(double(), true), second(double(), false));
-}
-
-// The last layer's node update over l = 0 alone (BATMOBILE_SCALAR_NODE=1, the default; only those rows reach the
-// energy) is bit-identical to all degrees (=0). (With the general kernels in the last layer the switch does nothing:
-// they read dE/dm and dE/do of every degree.)
-TEST(ModelEnv, ScalarNode) { expect_switch_bit_identical(read_reference("periodic"), "BATMOBILE_SCALAR_NODE"); }
-
-// Layer 0's q and k from the per-species table, written by the embedding kernel (BATMOBILE_SPECIES_QK=1, the
-// default), are bit-identical to the per-atom projection (=0). (The periodic reference has atoms of every species.)
-TEST(ModelEnv, SpeciesQK) { expect_switch_bit_identical(read_reference("periodic"), "BATMOBILE_SPECIES_QK"); }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
   try {
@@ -801,11 +697,22 @@ TEST(ModelLoader, Errors) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: test_model REFERENCE_DIR\n");
+    std::fprintf(stderr, "usage: test_model REFERENCE_DIR [--node-team N] [--ungrouped-senders]\n");
     return 2;
   }
   g_ref_dir = argv[1];
   Kokkos::initialize(argc, argv);
+  for (int a = 2; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--node-team" && a + 1 < argc) {
+      g_options.node_team = std::stoi(argv[++a]);
+    } else if (arg == "--ungrouped-senders") {
+      g_ungrouped_senders = true;
+    } else {
+      std::fprintf(stderr, "test_model: unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
   int rc = RUN_ALL_TESTS();
   Kokkos::finalize();
   return rc;

@@ -1,0 +1,205 @@
+// The forward stages of Model::compute that both edge backends share: the embedding, each layer's node update, the
+// readout (with its adjoint, the seed of the backward pass).
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include "kernels/cuda_launch.hpp"
+#include "model/device_math.hpp"
+#include "model/fused_state.hpp"
+#include "model/model_step.hpp"
+
+namespace batmobile {
+namespace model_detail {
+
+// Embedding of owned and ghost atoms alike (it depends only on the species) into h0. Fused backend (fused_state not
+// null), in the same launch: positions in T, the accumulators zeroed, layer 0's q and k per species, and the sender
+// offsets zeroed where the sender lists are built later (one launch instead of seven).
+template <class T, class ExecSpace>
+void embed_atoms(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const Rows<T, ExecSpace>& h0,
+                 FusedState<T, ExecSpace>* fused_state) {
+  const int nl = step.nl, na = step.na, C = md.C, KC = md.K * md.C, AD = md.A * md.dk;
+  const bool fused = fused_state != nullptr;
+  auto x = step.graph.x;
+  auto species = step.graph.species;
+  auto send_off = step.send_offsets;
+  decltype(fused_state->x) xT;
+  decltype(fused_state->f) f0, fs0;
+  decltype(fused_state->vatom) v0, vs0;
+  if (fused)
+    xT = fused_state->x, f0 = fused_state->f, fs0 = fused_state->f_send, v0 = fused_state->vatom,
+    vs0 = fused_state->vatom_send;
+  const bool zero_soff = step.offsets_zeroed_early;
+  // layer 0's q and k per species (FusedState::species_q): sized here, written below, not projected again
+  const bool species_qk = fused && fused_state->species_q.data() != nullptr;
+  decltype(fused_state->species_q) q0, k0, tq, tk;
+  if (species_qk) {
+    auto& w0 = fused_state->work[0];
+    w0.resize(nl, na, md.A, md.dk);
+    w0.qk_given = true;
+    q0 = w0.q, k0 = w0.k, tq = fused_state->species_q, tk = fused_state->species_k;
+  }
+  // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
+  kernels::parallel_for_queued(
+      "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
+      KOKKOS_LAMBDA(int64_t xf) {
+        const int n = int(xf / KC), f = int(xf % KC), s = f < C ? species(n) : -1;
+        h0(n, f) = s >= 0 ? md.w(md.o_embed + s * C + f) : T(0);
+        if (species_qk && f < AD) {
+          const int sp = species(n);  // (no model species: a zero embedding, whose projections are 0)
+          k0(n, f) = sp >= 0 ? tk(sp, f) : T(0);
+          if (n < nl) q0(n, f) = sp >= 0 ? tq(sp, f) : T(0);
+        }
+        if (f != 0 || !fused) return;
+        for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
+        for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;
+        if (zero_soff) {
+          send_off(n) = 0;
+          if (n == 0) send_off(na) = 0;
+        }
+      });
+}
+
+// Node update of layer t for the owned atoms, into h_next: a team per block of atoms (Step::block_atoms), threads
+// over (component, channel) items, stages separated by team barriers (gates before gated activations, activations
+// before the update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose
+// m, o, activations and updates live in team scratch ([feature][atom], block_row), instead of once per atom, each
+// with the latency of its own load. Lt: the highest degree it computes (FusedState::update_lmax).
+template <class T, class ExecSpace>
+void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
+                  const Rows<T, ExecSpace>& h_next, int Lt) {
+  using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const int nl = step.nl, block_atoms = step.block_atoms, C = md.C, L = md.L, KC = md.K * C, gate_rows = step.gate_rows;
+  const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C, weights = layer.weights;
+  const size_t node_scratch = step.node_scratch;
+  auto h = layer.h, hn = h_next, mv = layer.m, ov = layer.o, zv = layer.z, h_update = layer.hp, gate_pre = layer.gate,
+       rms_norm = layer.rms;
+  kernels::parallel_for_queued(
+      "bm_layer_node_forward", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
+        const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
+        constexpr int NA = kNodeAtoms;
+        T* mo = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (2 KC, NA)
+        T* act = mo + 2 * KC * NA;                                                             // (KC, NA)
+        T* hps = act + KC * NA;                                                                // (KC, NA)
+        T* gs = hps + KC * NA;                                                                 // (L C, NA)
+        T* rs = gs + gate_rows * NA;                                                                 // (L + 1, NA)
+        const T* w = md.w.data() + weights;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * KCt * NA), [&](int n) {
+          const int a = n % NA, r = n / NA, x_ = r < KCt ? r : KC + r - KCt;  // m rows, then o rows, < KCt each
+          mo[x_ * NA + a] = a >= block_fill ? T(0) : x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
+        });
+        team.team_barrier();
+        // scalar mix + SiLU, and the gate pre-activations of l >= 1
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + Lt * C), [&](int n) {
+          const int o = n < C ? n : n - C;
+          // transposed weights (in, out): element (o, c) at c * rows + o
+          const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
+          T z[NA];
+          for (int a = 0; a < NA; ++a) z[a] = w[(n < C ? md.o_b0 : md.o_bg) + o];
+          block_fma(w + oW + o, rows, mo, C, z);
+          block_fma(w + oV + o, rows, mo + KC * NA, C, z);
+          for (int a = 0; a < NA; ++a) {
+            if (n < C) {
+              if (a < block_fill) zv(i0 + a, o) = z[a];
+              act[o * NA + a] = silu(z[a]);
+            } else {
+              if (a < block_fill) gate_pre(i0 + a, o) = z[a];
+              gs[o * NA + a] = z[a];
+            }
+          }
+        });
+        team.team_barrier();
+        // equivariant mixes of l >= 1, gated
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (Kt - 1) * C), [&](int n) {
+          const int k = 1 + n / C, o = n % C, l = degree_of(k);
+          T zz[NA];
+          for (int a = 0; a < NA; ++a) zz[a] = 0;
+          block_fma(w + md.o_Wmt[l] + o, C, mo + k * C * NA, C, zz);
+          block_fma(w + md.o_Wot[l] + o, C, mo + (KC + k * C) * NA, C, zz);
+          for (int a = 0; a < NA; ++a) {
+            if (a < block_fill) zv(i0 + a, k * C + o) = zz[a];
+            act[(k * C + o) * NA + a] = zz[a] * sigmoid(gs[((l - 1) * C + o) * NA + a]);
+          }
+        });
+        team.team_barrier();
+        // update + residual
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt), [&](int n) {
+          const int k = n / C, o = n % C, l = degree_of(k);
+          T v[NA];
+          for (int a = 0; a < NA; ++a) v[a] = a < block_fill ? h(i0 + a, n) : T(0);
+          block_fma(w + md.o_Wut[l] + o, C, act + k * C * NA, C, v);
+          for (int a = 0; a < NA; ++a) {
+            if (a < block_fill) h_update(i0 + a, n) = v[a];
+            hps[n * NA + a] = v[a];
+          }
+        });
+        team.team_barrier();
+        // RMS norm per atom and degree l: one thread per (atom, l) sums its (2l + 1) C squares
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill * (Lt + 1)), [&](int n) {
+          const int a = n / (Lt + 1), l = n % (Lt + 1);
+          T ss = 0;
+          for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps[x_ * NA + a] * hps[x_ * NA + a];
+          const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
+          rms_norm(i0 + a, l) = rms;
+          rs[l * NA + a] = rms;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill * KCt), [&](int n) {
+          const int a = n / KCt, x_ = n % KCt, l = degree_of(x_ / C);
+          hn(i0 + a, x_) = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
+        });
+      });
+}
+
+// The readout of the owned atoms' last-layer features hT: energies (summed into energy, per atom into eatom where
+// want_eatom) and dE/dh into dh, whole rows.
+template <class T, class ExecSpace>
+void readout(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const Rows<T, ExecSpace>& hT,
+             const Rows<T, ExecSpace>& dh,
+             const Kokkos::View<double*, ExecSpace>& eatom, bool want_eatom,
+             const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>& energy_d) {
+  using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using ScratchT = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const int nl = step.nl, warp_team = step.warp_team, C = md.C, KC = md.K * C;
+  auto species = step.graph.species;
+  // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
+  kernels::parallel_reduce_queued(
+      "bm_readout",
+      Kokkos::TeamPolicy<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
+      KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
+        const int i = team.league_rank();
+        const int s = species(i);
+        // dE/dh of the readout: whole rows (only l = 0 is non-zero), so that dh needs no zero fill
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C, KC), [&](int x_) { dh(i, x_) = T(0); });
+        if (s < 0) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { dh(i, c) = T(0); });
+          if (want_eatom && team.team_rank() == 0) eatom(i) = 0;
+          return;
+        }
+        ScratchT dpre(team.team_scratch(0), md.Hr);  // dE/d(hidden pre-activation)
+        T e = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, md.Hr),
+            [&](int r, T& acc) {
+              T a = md.w(md.o_rb1 + r);
+              for (int c = 0; c < C; ++c) a += md.w(md.o_rW1t + c * md.Hr + r) * hT(i, c);
+              acc += md.w(md.o_rw2 + r) * silu(a);
+              dpre(r) = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
+            },
+            e);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
+          T acc = 0;
+          for (int r = 0; r < md.Hr; ++r) acc += md.w(md.o_rW1 + r * C + c) * dpre(r);
+          dh(i, c) = acc;
+        });
+        if (team.team_rank() == 0) {  // one contribution per atom
+          const double Ei = double(md.energy_scale) * double(md.w(md.o_rb2) + e) + md.E_ref(s);
+          if (want_eatom) eatom(i) = Ei;
+          esum += Ei;
+        }
+      },
+      energy_d);
+}
+
+}  // namespace model_detail
+}  // namespace batmobile
