@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summarises scripts/gpu/compare_builds.sh runs into one JSON.
 
-Input lines (compare_raw.txt): `NAME ATOMS REPEAT STEPS_PER_S |STEP TEMP PE ETOTAL PRESS`, NAME old or new.
-Output per case: each build's runs, mean and standard error of steps/s, new/old ratio, and whether the two builds
-printed the same last thermo line (same inputs, deterministic kernels: a difference means changed behaviour).
+Input lines (compare_raw.txt): timed runs `NAME ATOMS REPEAT STEPS_PER_S` and checks `check NAME ATOMS |STEP TEMP PE
+ETOTAL PRESS` (the `run 0` thermo line with fp64 kernels), NAME old or new.
+Output per case: each build's runs, mean and standard error of steps/s, new/old ratio, and whether the two builds gave
+the same energy and pressure (relative difference at most --rtol; a larger one means changed behaviour).
   collect_compare_builds.py RAW OUT.json --old SHA --new SHA --machine NAME --command CMD
 """
 import argparse
@@ -15,17 +16,29 @@ import sys
 
 def parse(lines):
     cases = {}
+
+    def case(atoms):
+        return cases.setdefault(int(atoms), {"old": [], "new": [], "check": {}})
+
     for line in lines:
         if not line.strip():
             continue
         head, _, thermo = line.partition("|")
-        name, atoms, _repeat, sps = head.split()
-        case = cases.setdefault(int(atoms), {"old": [], "new": [], "thermo": {"old": set(), "new": set()}})
+        words = head.split()
+        if words[0] == "check":
+            case(words[2])["check"][words[1]] = [float(v) for v in thermo.split()]
+            continue
+        name, atoms, _repeat, sps = words
         value = float(sps)
         if math.isfinite(value):
-            case[name].append(value)
-        case["thermo"][name].add(" ".join(thermo.split()))
+            case(atoms)[name].append(value)
     return cases
+
+
+def same_values(a, b, rtol):
+    if not a or not b or len(a) != len(b):
+        return False
+    return all(abs(x - y) <= rtol * max(abs(x), abs(y), 1e-300) for x, y in zip(a, b))
 
 
 def summary(runs):
@@ -35,18 +48,18 @@ def summary(runs):
     return {"runs": runs, "mean": statistics.fmean(runs), "stderr": err}
 
 
-def summarise(cases):
+def summarise(cases, rtol):
     out = []
     for atoms in sorted(cases):
         c = cases[atoms]
         old, new = summary(c["old"]), summary(c["new"])
         ratio = new["mean"] / old["mean"] if old["mean"] and new["mean"] else None
-        t_old, t_new = sorted(c["thermo"]["old"]), sorted(c["thermo"]["new"])
+        check_old, check_new = c["check"].get("old"), c["check"].get("new")
         out.append({"atoms": atoms, "old_steps_per_second": old, "new_steps_per_second": new,
                     "ratio_new_over_old": ratio,
                     "atom_steps_per_second_new": new["mean"] * atoms if new["mean"] else None,
-                    "same_thermo": t_old == t_new and len(t_old) == 1 and t_old[0] != "",
-                    "thermo_old": t_old, "thermo_new": t_new})
+                    "same_energy_and_pressure": same_values(check_old, check_new, rtol),
+                    "run0_fp64_old": check_old, "run0_fp64_new": check_new})
     return out
 
 
@@ -58,18 +71,20 @@ def main(argv=None):
     p.add_argument("--new", required=True)
     p.add_argument("--machine", required=True)
     p.add_argument("--command", required=True)
+    p.add_argument("--rtol", type=float, default=1e-10, help="largest relative difference of the run-0 values")
     a = p.parse_args(argv)
     with open(a.raw) as f:
-        cases = summarise(parse(f))
+        cases = summarise(parse(f), a.rtol)
     doc = {"provenance": {"old_commit": a.old, "new_commit": a.new, "machine": a.machine, "command": a.command},
-           "settings": "bench/md/in.md_bench, batmobile/kk fp32 kernels, newton off, one rank, builds alternating",
+           "settings": "bench/md/in.md_bench, batmobile/kk, newton off, one rank; timed runs: fp32 kernels, builds "
+                       "alternating; check: run 0 with fp64 kernels (step temp pe etotal press)", "rtol": a.rtol,
            "cases": cases}
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
     for c in cases:
         print(f"{c['atoms']:>8} atoms: old {c['old_steps_per_second']['mean']} new {c['new_steps_per_second']['mean']} "
-              f"ratio {c['ratio_new_over_old']} same_thermo {c['same_thermo']}")
-    return 0 if all(c["same_thermo"] for c in cases) else 1
+              f"ratio {c['ratio_new_over_old']} same energy and pressure {c['same_energy_and_pressure']}")
+    return 0 if all(c["same_energy_and_pressure"] for c in cases) else 1
 
 
 if __name__ == "__main__":

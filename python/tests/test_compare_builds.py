@@ -1,4 +1,4 @@
-"""bench/md/collect_compare_builds.py: statistics and the same-thermo check of two builds."""
+"""bench/md/collect_compare_builds.py: statistics and the same-energy check of two builds."""
 import importlib.util
 import json
 import os
@@ -9,36 +9,40 @@ SPEC = importlib.util.spec_from_file_location(
 ccb = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(ccb)
 
-THERMO = "|      1005    301.2   -1234.5   -1200.1    153.2"
+RUN0 = "|0 300 -101054.751234 -101029.661234 993.492151"
 
 
-def test_ratio_and_same_thermo(tmp_path):
+def collect(tmp_path, lines, *extra):
     raw = tmp_path / "raw.txt"
-    raw.write_text("\n".join([
-        f"old 648 1 1000.0 {THERMO}", f"new 648 1 1100.0 {THERMO}",
-        f"new 648 2 1120.0 {THERMO}", f"old 648 2 1020.0 {THERMO}"]) + "\n")
+    raw.write_text("\n".join(lines) + "\n")
     out = tmp_path / "c.json"
-    rc = ccb.main([str(raw), str(out), "--old", "a", "--new", "b", "--machine", "H200", "--command", "x"])
-    doc = json.loads(out.read_text())
+    rc = ccb.main([str(raw), str(out), "--old", "a", "--new", "b", "--machine", "H200", "--command", "x", *extra])
+    return rc, json.loads(out.read_text())
+
+
+def test_ratio_and_same_energy(tmp_path):
+    rc, doc = collect(tmp_path, [f"check old 648 {RUN0}", f"check new 648 {RUN0}", "old 648 1 1000.0",
+                                 "new 648 1 1100.0", "new 648 2 1120.0", "old 648 2 1020.0"])
     case = doc["cases"][0]
     assert rc == 0
-    assert case["same_thermo"]
+    assert case["same_energy_and_pressure"]
     assert abs(case["ratio_new_over_old"] - 1110.0 / 1010.0) < 1e-12
     assert abs(case["old_steps_per_second"]["stderr"] - 10.0) < 1e-9
     assert doc["provenance"]["machine"] == "H200"
 
 
-def test_different_thermo_fails(tmp_path):
-    raw = tmp_path / "raw.txt"
-    raw.write_text(f"old 648 1 1000.0 {THERMO}\nnew 648 1 1000.0 |1005 301.2 -1234.6 -1200.1 153.2\n")
-    rc = ccb.main([str(raw), str(tmp_path / "c.json"), "--old", "a", "--new", "b", "--machine", "m", "--command", "x"])
+def test_different_energy_fails(tmp_path):
+    other = "|0 300 -101054.751334 -101029.661234 993.492151"
+    rc, doc = collect(tmp_path, [f"check old 648 {RUN0}", f"check new 648 {other}", "old 648 1 1000.0",
+                                 "new 648 1 1000.0"])
     assert rc == 1
-    assert not json.loads((tmp_path / "c.json").read_text())["cases"][0]["same_thermo"]
+    assert not doc["cases"][0]["same_energy_and_pressure"]
+    # within a looser tolerance the same values pass
+    rc, doc = collect(tmp_path, [f"check old 648 {RUN0}", f"check new 648 {other}"], "--rtol", "1e-8")
+    assert rc == 0
 
 
-def test_failed_run_has_no_thermo(tmp_path):
-    raw = tmp_path / "raw.txt"
-    raw.write_text(f"old 648 1 1000.0 {THERMO}\nnew 648 1 nan |\n")
-    rc = ccb.main([str(raw), str(tmp_path / "c.json"), "--old", "a", "--new", "b", "--machine", "m", "--command", "x"])
-    case = json.loads((tmp_path / "c.json").read_text())["cases"][0]
-    assert rc == 1 and case["new_steps_per_second"]["mean"] is None
+def test_missing_check_or_failed_run(tmp_path):
+    rc, doc = collect(tmp_path, [f"check old 648 {RUN0}", "check new 648 |", "old 648 1 1000.0", "new 648 1 nan"])
+    case = doc["cases"][0]
+    assert rc == 1 and case["new_steps_per_second"]["mean"] is None and not case["same_energy_and_pressure"]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Same-machine comparison of two source trees on the GPU machine (repo root, .carry/ carried): builds LAMMPS +
-# KOKKOS(CUDA) with the Batmobile styles for both trees, then times the MD benchmark (bench/md/in.md_bench, fp32
-# kernels, newton off on one rank) with the two builds alternating, run by run, and checks that both print the same
-# thermodynamics. Used to show that a change keeps behaviour and speed.
+# KOKKOS(CUDA) with the Batmobile styles for both trees, checks that both give the same energy and pressure (`run 0`
+# with fp64 kernels at every case size: MD trajectories themselves diverge between any two runs), then times the MD
+# benchmark (bench/md/in.md_bench, fp32 kernels, newton off on one rank) with the two builds alternating, run by run.
+# Used to show that a change keeps behaviour and speed.
 #   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR   builds both (OLD_TREE and this checkout) in parallel; the
 #                                                         builds run in their own process session, so a build that
 #                                                         outlasts this call finishes on a machine kept warm
@@ -61,16 +62,28 @@ CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6
 DATA=$NEW/examples/lammps_inputs/water216/water216_start.lmp
 export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
-run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT
-  local name=$1 tree=$2 lmp=$3 n=$4 log="$OUT/md_$1_$4_r$9.log" sps thermo
-  timeout 240 "$lmp" -k on g 1 -sf kk -pk kokkos newton on neigh half -in "$NEW/bench/md/in.md_bench" -log "$log" \
-    -screen none -var data "$DATA" -var pot "$tree/potentials/water_dft.pt" -var rx "$5" -var ry "$6" -var rz "$7" \
-    -var nsteps "$8" -var nwarm 5 -var prec single -var newton off
-  sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
-  # the last thermo line of the timed run: step temp pe etotal press
-  thermo=$(awk '/^ *Step /{t=1; next} /^Loop time/{t=0} t && NF==5 {line=$0} END{print line}' "$log" | tr -s ' ')
-  echo "$name $n $9 ${sps:-nan} |$thermo" | tee -a "$RAW"
+md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION
+  timeout 240 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half -in "$NEW/bench/md/in.md_bench" -log "$1" \
+    -screen none -var data "$DATA" -var pot "$3/potentials/water_dft.pt" -var rx "$4" -var ry "$5" -var rz "$6" \
+    -var nsteps "$7" -var nwarm "$8" -var prec "$9" -var newton off
 }
+run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run
+  local log="$OUT/md_$1_$4_r$9.log" sps
+  md "$log" "$3" "$2" "$5" "$6" "$7" "$8" 5 single
+  sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
+  echo "$1 $4 $9 ${sps:-nan}" | tee -a "$RAW"
+}
+check_one() {  # check_one NAME TREE LMP ATOMS RX RY RZ: `run 0` in fp64, the thermo line (step temp pe etotal press)
+  local log="$OUT/check_$1_$4.log" thermo
+  md "$log" "$3" "$2" "$5" "$6" "$7" 0 0 double
+  thermo=$(awk '/^ *Step /{t=1; next} /^Loop time/{t=0} t && NF==5 {line=$0} END{print line}' "$log" | tr -s ' ')
+  echo "check $1 $4 |$thermo" | tee -a "$RAW"
+}
+for c in $CASES; do
+  IFS=: read -r n rx ry rz ns reps <<<"$c"
+  check_one old "$OLD" "$LMP_OLD" "$n" "$rx" "$ry" "$rz"
+  check_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz"
+done
 for c in $CASES; do
   IFS=: read -r n rx ry rz ns reps <<<"$c"
   for ((r = 1; r <= reps; ++r)); do

@@ -5,8 +5,8 @@
 // The pieces match R and dR/dd of the MLP at every node (evaluated here in double), so the interpolant is C1 and
 // its own derivative gives the forces: energy and forces stay consistent. Accuracy for the bundled water model
 // (python/tools/radial_table_error.py, d in [0.5 A, r_c]): max |error| / max |R| 1.9e-8 at 1,024 intervals,
-// of dR/dd 1.8e-6 (512: 3.0e-7 and 1.4e-5). Opt-in (BATMOBILE_RADIAL_MODE=3): on the H200 it was no faster than the
-// tensor-core GEMM (radial mode 2) at 1,000 x 20 x 32 (bench/results/raw/kernels_h200_session11_radial_table_ab.txt).
+// of dR/dd 1.8e-6 (512: 3.0e-7 and 1.4e-5). Opt-in (ModelOptions::radial_mode = 3): on the H200 it was no faster
+// than the tensor-core GEMM (radial mode 2); the figures are in docs/performance.md.
 //
 // API (namespace batmobile::kernels):
 //   radial_table_coefficients(NB, H, ncol, r_c, W1, b1, W2, NI)   host, double: NI * ncol * 4 coefficients,

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/env_switch.hpp"
 #include "model/device_math.hpp"
 #include "model/fused_layer.hpp"
 #include "model/fused_state.hpp"
@@ -21,9 +20,6 @@ template <class T, class ExecSpace>
 Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options)
     : backend_(backend), hyper_(file.hyper), options_(options) {
   validate_options(options_, hyper_.H);
-  // Debugging aid: BATMOBILE_GROUP_SENDERS=0 takes the several-ranks sender path on one rank too (group_senders).
-  if (kernels::env_switch("BATMOBILE_GROUP_SENDERS", [](int v) { return v == 0 || v == 1; }, "0 or 1") == 0)
-    options_.group_senders = false;
   static_assert(model_detail::kNodeAtoms == 4, "ModelOptions::node_atoms accepts 1..4");
   node_team_ = options_.node_team > 0 ? options_.node_team
                                       : kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam;

@@ -14,7 +14,7 @@
    per-swap sendlists, re-read (sendlists uploaded as one flat device index view) whenever LAMMPS has
    re-neighboured or the atom counts changed. No style macro here: not a style header.
 
-   Not yet run on a GPU (compiled with nvcc for sm_90 only); tested on host Kokkos builds.
+   Tested on host Kokkos builds on 2 and 4 MPI ranks (tests/lammps), staged and direct (mpi_buffers).
 ------------------------------------------------------------------------- */
 #ifndef LMP_PAIR_BATMOBILE_KOKKOS_COMM_H
 #define LMP_PAIR_BATMOBILE_KOKKOS_COMM_H

@@ -207,7 +207,7 @@ struct Launch {
   // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
   // and gives m, o for l = 0 only (0 elsewhere)
   int role = kGeneralLayer;
-  int forward_team = -1;  // the forward kernel's team size where >= 0 (Model's BATMOBILE_FORWARD_TEAM), else team_size
+  int forward_team = -1;  // the forward kernel's team size where >= 0 (ModelOptions::forward_team), else team_size
   bool qk_given = false;  // InteractionWork::qk_given set before the forward (on fresh work arrays: an error)
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
