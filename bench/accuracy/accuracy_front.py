@@ -34,7 +34,7 @@ def our_point(name, card_path, md_path):
             "steps_per_second": speed, "speed_what": "LAMMPS MD, batmobile/kk, fp32 kernels, one GPU"
             if speed else "not measured yet",
             "hyperparameters": card.get("hyperparameters"), "train_seconds": card.get("train_seconds"),
-            "device": md.get("device"), "sources": {"card": card_path, "md": md_path, "md_commit": md.get("commit")}}
+            "device": md.get("device"), "sources": {"card": card_path, "md": md_path, "md_commit": md.get("provenance", {}).get("commit", md.get("commit"))}}
 
 
 def e3nn_point(path):
@@ -93,9 +93,9 @@ def main(argv=None):
     a = p.parse_args(argv)
     points = [our_point(*o) for o in a.ours] + [e3nn_point(e) for e in a.e3nn]
     result = {"what": "validation force RMSE (all of data_2) against MD speed at 648 and 10,368 atoms",
-              "commit": a.commit, "machine": a.machine,
-              "command": "bench/accuracy/accuracy_front.py " + " ".join(
-                  shlex.quote(s) for s in (argv if argv is not None else sys.argv[1:])),
+              "provenance": {"commit": a.commit, "machine": a.machine,
+                             "command": "bench/accuracy/accuracy_front.py " + " ".join(
+                                 shlex.quote(s) for s in (argv if argv is not None else sys.argv[1:]))},
               "points": points}
     os.makedirs(os.path.dirname(os.path.abspath(a.out_json)), exist_ok=True)
     with open(a.out_json, "w") as f:

@@ -75,7 +75,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     with open(a.raw) as f:
         cases = summarise(parse(f), a.rtol)
-    doc = {"provenance": {"old_commit": a.old, "new_commit": a.new, "machine": a.machine, "command": a.command},
+    doc = {"provenance": {"commit": a.new, "machine": a.machine, "command": a.command}, "compared_with": a.old,
            "settings": "bench/md/in.md_bench, batmobile/kk, newton off, one rank; timed runs: fp32 kernels, builds "
                        "alternating; check: run 0 with fp64 kernels (step temp pe etotal press)", "rtol": a.rtol,
            "cases": cases}

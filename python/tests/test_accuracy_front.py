@@ -32,7 +32,8 @@ def test_front_merges_points(tmp_path):
                 "--e3nn", paths["e3nn"], "--commit", "123", "--machine", "GPU", "--out-json", out_json,
                 "--out-png", out_png])
     r = json.load(open(out_json))
-    assert r["commit"] == "123" and r["machine"] == "GPU" and r["command"].startswith("bench/accuracy/")
+    prov = r["provenance"]
+    assert prov["commit"] == "123" and prov["machine"] == "GPU" and prov["command"].startswith("bench/accuracy/")
     ours, cand, ref = r["points"]
     assert ours["steps_per_second"] == {"648": 1000.0, "10368": 120.0} and ours["force_rmse_meV_per_A"] == 31.0
     assert cand["steps_per_second"] == {} and cand["speed_what"] == "not measured yet"

@@ -28,7 +28,7 @@ def test_ratio_and_same_energy(tmp_path):
     assert case["same_energy_and_pressure"]
     assert abs(case["ratio_new_over_old"] - 1110.0 / 1010.0) < 1e-12
     assert abs(case["old_steps_per_second"]["stderr"] - 10.0) < 1e-9
-    assert doc["provenance"]["machine"] == "H200"
+    assert doc["provenance"] == {"commit": "b", "machine": "H200", "command": "x"} and doc["compared_with"] == "a"
 
 
 def test_different_energy_fails(tmp_path):
