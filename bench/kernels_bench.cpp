@@ -260,8 +260,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     prm.concurrent_adjoints = env_int("BATMOBILE_CONCURRENT_ADJOINTS", 0, 1, prm.concurrent_adjoints);
     // BATMOBILE_ADJ_MIN_BLOCKS=0: also the radial mode >= 1 ops with the adjoint kernels not capped at 168
     // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
-    // BATMOBILE_SHMEM_CARVEOUT=N: every attention op with LayerParams::shared_carveout = N (A/B in separate runs)
-    prm.shared_carveout = env_int("BATMOBILE_SHMEM_CARVEOUT", 0, 100, 0);
     // BATMOBILE_FWD_MIN_BLOCKS=0: every attention op with the forward kernel uncapped (LayerParams::
     // forward_min_blocks = 0; A/B in separate runs; default 4: at most 128 registers)
     prm.forward_min_blocks = env_int("BATMOBILE_FWD_MIN_BLOCKS", 0, 4, prm.forward_min_blocks);
@@ -293,7 +291,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                 ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
                                 ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
                                 ", \"table\": " + (ln.table_fwd && ln.table_adj ? "true" : "false") +
-                                ", \"shared_carveout\": " + std::to_string(p.shared_carveout) +
                                 ", \"const_slots\": " + std::to_string(p.const_slot_launch) +
                                 ", \"concurrent_adj\": " + std::to_string(p.concurrent_adjoints);
       double ms = median_ms(
@@ -334,7 +331,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     for (int role : {kEmbeddingInput, kScalarOutput}) {
       auto pe = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
                                                  rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2), role);
-      pe.shared_carveout = prm.shared_carveout;
       pe.forward_min_blocks = prm.forward_min_blocks;
       pe.basis_chunk = prm.basis_chunk;
       pe.const_slot_launch = prm.const_slot_launch;

@@ -9,7 +9,7 @@
 //   conv_weights.hpp  fused conv with per-edge weights (all 34 paths; e3nn benchmark op) + adjoint
 //   eaas.hpp          Wigner-D to the edge frame, aligned-frame gather tables, SO(2) tensor product + adjoint
 //   tensor_core.hpp   TF32 tensor-core MMA (sm_80+), 3xTF32 split, fragment packing (radial mode 2)
-//   cuda_cache.hpp    shared-memory carveout of a Kokkos kernel on CUDA (A/B option)
+//   cuda_cache.hpp    blocks per SM of a Kokkos kernel on CUDA, check_cuda
 //   env_switch.hpp    integer A/B switches from the environment, read strictly
 #pragma once
 #include "common.hpp"

@@ -1,21 +1,11 @@
-// Shared-memory carveout of a Kokkos parallel_for kernel on CUDA (LayerParams::shared_carveout of the fused kernels).
+// How many blocks of a Kokkos kernel fit on a CUDA SM, and the CUDA error check the kernels share.
 //
 // Kokkos 3.4 launches every team-policy kernel with cudaFuncCachePreferShared: on the H200 that is 233 KB of shared
-// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute). The fused
-// interaction kernels need ~25 KB of scratch per block at 2-3 blocks per SM, and their radial weights (W2t, 90 KB
-// for the water model) do not fit such an L1.
+// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute); the fused kernels keep that
+// split (other carveouts measured no faster: docs/performance.md).
 //
 // Public API (namespace batmobile::kernels):
-//   set_shared_carveout<Functor, Policy>(percent)  sets cudaFuncAttributePreferredSharedMemoryCarveout (percent of
-//       the unified L1 / shared capacity; a hint the driver rounds to a supported split) of the kernel that
-//       Kokkos::parallel_for(Policy, Functor) launches, once per value. Kokkos applies its own preference at the
-//       kernel's first launch only, so call this after a launch for it to stick. Throws on a CUDA error.
-//   set_kernel_carveout(kernel, percent)            the same for a kernel given by its address (nullptr: nothing)
 //   check_cuda(err, what)                           throws "batmobile: WHAT: <CUDA error>" unless cudaSuccess (CUDA)
-//   shared_carveout_of<Functor, Policy>()          the kernel's current preferred carveout (-1 off CUDA, and on CUDA
-//       until one is set: CUDA's "no preference")
-//   kernel_carveout_of(kernel)                      the same for a kernel given by its address (-1 for nullptr)
-//   carveout_applies<Policy>                       true where set_shared_carveout does something (CUDA policies)
 //   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel that fit on one SM with that
 //       much team scratch, by registers (its numRegs, allocated per warp in units of 256), threads, blocks and
 //       shared memory (the SM's whole shared capacity, as after Kokkos's "prefer shared"; Kokkos 3.4 adds
@@ -51,40 +41,6 @@ const void* kokkos_cuda_kernel() {
 }
 }  // namespace detail
 #endif
-
-template <class Policy>
-inline constexpr bool carveout_applies =
-#ifdef KOKKOS_ENABLE_CUDA
-    std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value;
-#else
-    false;
-#endif
-
-// set_shared_carveout for a kernel given by its address (also cuda_launch.hpp's own kernels), at every call;
-// nullptr: nothing.
-inline void set_kernel_carveout(const void* kernel, int percent) {
-#ifdef KOKKOS_ENABLE_CUDA
-  if (kernel)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent),
-               "setting the shared-memory carveout failed");
-#else
-  (void)kernel, (void)percent;
-#endif
-}
-
-template <class Functor, class Policy>
-void set_shared_carveout(int percent) {
-#ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
-    static int applied = -1;  // per kernel
-    if (percent == applied) return;
-    set_kernel_carveout(detail::kokkos_cuda_kernel<Functor, Policy>(), percent);
-    applied = percent;
-    return;
-  }
-#endif
-  (void)percent;
-}
 
 // What blocks_per_sm counts, for a kernel of `regs` registers per thread on an SM with these limits (pure, so that
 // tests check it on any back-end; H200: 65536 registers, 2048 threads, 32 blocks, 233472 B of shared memory, 1024 B
@@ -142,25 +98,6 @@ template <class ExecSpace>
 int multiprocessor_count() {
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return cuda_sm_limits().sms;
-#endif
-  return -1;
-}
-
-// The preferred carveout of a kernel given by its address (-1 for nullptr, off CUDA, or until one is set).
-inline int kernel_carveout_of(const void* kernel) {
-#ifdef KOKKOS_ENABLE_CUDA
-  cudaFuncAttributes attr;
-  if (kernel && cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.preferredShmemCarveout;
-#endif
-  (void)kernel;
-  return -1;
-}
-
-template <class Functor, class Policy>
-int shared_carveout_of() {
-#ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value)
-    return kernel_carveout_of(detail::kokkos_cuda_kernel<Functor, Policy>());
 #endif
   return -1;
 }

@@ -18,7 +18,7 @@
 //       dynamic shared memory and "prefer shared" cache preference as Kokkos's launch, on the policy's stream, with
 //       the Kokkos Tools hooks (profilers see the name). Anything else goes to Kokkos::parallel_for. Throws on a
 //       CUDA error or a functor over kConstSlotBytes.
-//   const_slot_kernels<Functor, Policy>()  its two kernels (cudaFuncGetAttributes, carveout); {nullptr, nullptr}
+//   const_slot_kernels<Functor, Policy>()  its two kernels (for cudaFuncGetAttributes); {nullptr, nullptr}
 //       where it launches none.
 //   parallel_for_queued(name, policy, functor), parallel_reduce_queued(name, policy, functor, result)
 //       Kokkos::parallel_for / parallel_reduce; on CUDA with Kokkos's light-weight hint, so that a driver (functor

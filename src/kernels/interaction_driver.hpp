@@ -60,22 +60,16 @@ inline constexpr bool const_slots_compiled = [] {
   return false;
 }();
 
-// parallel_for of a fused kernel, then its shared-memory carveout if LayerParams::shared_carveout asks for one.
+// parallel_for of a fused kernel: through parallel_for_const_slots where LayerParams::const_slot_launch asks for it.
 template <class Kern, class Pol>
 void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
   if constexpr (const_slots_compiled<Kern, Pol>) {
     if (kern.prm.const_slot_launch == 1) {
       parallel_for_const_slots(name, pol, kern);
-      if (kern.prm.shared_carveout > 0) {
-        const auto ks = const_slot_kernels<Kern, Pol>();
-        set_kernel_carveout(ks.first, kern.prm.shared_carveout);
-        set_kernel_carveout(ks.second, kern.prm.shared_carveout);
-      }
       return;
     }
   }
   Kokkos::parallel_for(name, pol, kern);
-  if (kern.prm.shared_carveout > 0) set_shared_carveout<Kern, Pol>(kern.prm.shared_carveout);
 }
 
 // Policy P with pol's league, team and scratch, on execution-space instance `space`.

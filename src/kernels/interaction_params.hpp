@@ -80,9 +80,6 @@ struct LayerParams {
   // Kokkos::LaunchBounds<128, 4>: at most 128 registers, so that 4 blocks of 128 threads fit on an SM instead of 3
   // (uncapped it takes a register or two more; capped it does not spill); 0 = uncapped.
   int forward_min_blocks = 4;
-  // > 0 = preferred shared-memory carveout (percent) of the fused kernels, set after their first launch
-  // (cuda_cache.hpp; 0 = Kokkos's "prefer shared", i.e. ~23 KB of L1 on the H200)
-  int shared_carveout = 0;
   // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
   // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
   // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;

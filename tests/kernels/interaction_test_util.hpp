@@ -193,7 +193,6 @@ inline RefOut reference(const Model& M, const System& S, const std::vector<doubl
 // How the kernels are launched: team size (0 = automatic) and LayerParams::radial_mode / radial_chunk.
 struct Launch {
   int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
-  int carveout = 0;                                      // LayerParams::shared_carveout
   int basis_chunk = 0;                                   // LayerParams::basis_chunk
   int prepare_span = LayerParams<float, Dev>().prepare_span;  // LayerParams::prepare_span
   int const_slots = LayerParams<float, Dev>().const_slot_launch;
@@ -254,7 +253,6 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.adjoint_min_blocks = ln.min_blocks;
   prm.forward_min_blocks = ln.fwd_blocks;
   if (ln.radial_mode == 3) attach_radial_table<T, Dev, L>(prm, M.W1, M.b1, M.W2, ln.table_intervals);
-  prm.shared_carveout = ln.carveout;
   prm.basis_chunk = ln.basis_chunk;
   prm.prepare_span = ln.prepare_span;
   prm.const_slot_launch = ln.const_slots;

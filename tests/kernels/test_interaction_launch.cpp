@@ -1,4 +1,4 @@
-// Launch variants and launch arithmetic: register cap, shared carveout, constant-memory launch, basis chunks,
+// Launch variants and launch arithmetic: register cap, constant-memory launch, basis chunks,
 // concurrent adjoints, occupancy and scratch limits, team-size validation.
 #include "interaction_test_util.hpp"
 
@@ -77,44 +77,6 @@ TEST(Interaction, AdjointRegisterCap) {
 TEST(Interaction, ForwardRegisterCap) {
   if (runs_on_host<Dev::execution_space>) GTEST_SKIP() << "the register cap is compiled for device back-ends only";
   check_register_cap(true, 97);
-}
-
-// LayerParams::shared_carveout: after a launch the kernel carries the requested carveout (CUDA only), and the
-// results are bitwise those of the default cache split; through Kokkos's launch and through our own (both of the
-// forward's constant-memory slot kernels then carry it).
-TEST(Interaction, SharedCarveout) {
-  using Kern = InteractionKernel<float, Dev, 2, true>;
-  // the forward as launched with the defaults (forward_min_blocks = 4: capped, where that is compiled)
-  using FwdTag = Kern::ForwardT<true>;
-  using FwdPolicy = std::conditional_t<(fused_cap_blocks<Kern, FwdTag> > 0), CappedPolicy<Kern, FwdTag>,
-                                       Kokkos::TeamPolicy<Dev::execution_space, FwdTag>>;
-  // (the attribute itself reads -1 on CUDA too until a carveout is set, so it cannot tell whether we run there)
-  if (!carveout_applies<FwdPolicy>) GTEST_SKIP() << "carveouts exist on CUDA only";
-  constexpr int L = 2;  // split_case's C = 8
-  const auto [M, S, E] = split_case(96);
-  for (int slots : {0, 1}) {
-    SCOPED_TRACE("const_slots " + std::to_string(slots));
-    Launch plain_ln(32, 1, 0);
-    plain_ln.const_slots = slots;
-    auto plain = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain_ln);
-    Launch carved = plain_ln;
-    carved.carveout = 50;
-    auto a = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);
-    auto b = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, carved);  // launched with the carveout in place
-    if (slots == 0) {
-      EXPECT_EQ((shared_carveout_of<Kern, FwdPolicy>()), 50);
-    } else {
-      const auto ks = const_slot_kernels<Kern, FwdPolicy>();
-      EXPECT_EQ(kernel_carveout_of(ks.first), 50);
-      EXPECT_EQ(kernel_carveout_of(ks.second), 50);
-    }
-    for (const auto* run : {&a, &b}) {
-      EXPECT_EQ(max_diff(plain.m, run->m).first, 0.0);
-      EXPECT_EQ(max_diff(plain.o, run->o).first, 0.0);
-      EXPECT_EQ(max_diff(plain.gh, run->gh).first, 0.0);
-      EXPECT_EQ(max_diff(plain.f, run->f).first, 0.0);
-    }
-  }
 }
 
 // LayerParams::const_slot_launch (CUDA builds): the fused kernels launched by parallel_for_const_slots (their
