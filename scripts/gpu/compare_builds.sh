@@ -97,4 +97,4 @@ for c in $CASES; do
 done
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
   --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --command "scripts/gpu/compare_builds.sh bench $2 OUTDIR"
+  --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --command "BATMOBILE_COMPARE_CASES='$CASES' scripts/gpu/compare_builds.sh bench $2 OUTDIR"
