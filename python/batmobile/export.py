@@ -63,24 +63,14 @@ def _set_header(root: nn.Module, header: Dict) -> None:
         "header_json", torch.tensor(list(json.dumps(header).encode("utf-8")), dtype=torch.uint8))
 
 
-def _format_hyperparameters(hp: Hyperparameters) -> Dict:
-    """The hyperparameters the model format names (the training-only attention switch is not one of them)."""
-    d = hp.to_dict()
-    d.pop("attention")
-    return d
-
-
 def build_export_module(model: BatmobileModel, extra_header: Optional[Dict] = None) -> nn.Module:
     hp = model.hp
-    if not hp.attention:
-        raise ValueError("a model without attention cannot be exported: the model format and the C++ kernels "
-                         "implement the attention interaction only")
     root = _BufferHolder()
     for name, tensor in model.state_dict().items():
         _holder_at(root, name).register_buffer(name.split(".")[-1], tensor.detach().to("cpu", torch.float64).clone())
     header = {"format": FORMAT, "version": VERSION, "species": list(hp.species), "units": "metal",
-              "hyperparameters": _format_hyperparameters(hp), "E_ref": model.E_ref.detach().double().tolist()}
-    header.update(_format_hyperparameters(hp))
+              "hyperparameters": hp.to_dict(), "E_ref": model.E_ref.detach().double().tolist()}
+    header.update(hp.to_dict())
     if extra_header:
         header.update(extra_header)
     meta = _holder_at(root, "meta.x")

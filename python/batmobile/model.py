@@ -35,8 +35,6 @@ class Hyperparameters:
     avg_num_neighbors: float = 1.0
     energy_scale: float = 1.0
     min_distance: float = 0.0
-    # False replaces the attention by the plain interaction (o = 0): a training-only ablation, not a model format
-    attention: bool = True
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -173,7 +171,7 @@ class InteractionBlock(nn.Module):
         super().__init__()
         self.hp = hp
         self.num_paths = num_paths
-        self.radial = Radial(hp.NB, hp.H, (2 if hp.attention else 1) * num_paths * hp.C)
+        self.radial = Radial(hp.NB, hp.H, 2 * num_paths * hp.C)
         self.gate = Gate(hp.A, hp.NB)
         self.attn = Attention(hp.A, hp.dk, hp.C)
         self.mix = Mix(hp.L, hp.C)
@@ -182,12 +180,13 @@ class InteractionBlock(nn.Module):
         self.register_buffer("head_of_channel", torch.arange(hp.C) // (hp.C // hp.A), persistent=False)
 
     def forward(self, h, tp: TensorProduct, coupling, B, u, sender, receiver):
-        hp, P, C = self.hp, self.num_paths, self.hp.C
-        E = sender.shape[0]
-        # radial MLP -> conv weights w and (with attention) value weights wv
+        hp, P, C, L = self.hp, self.num_paths, self.hp.C, self.hp.L
+        N, E = h.shape[0], sender.shape[0]
+        # radial MLP -> conv weights w and value weights wv
         hidden = torch.nn.functional.silu(B @ self.radial.W1.T + self.radial.b1)
         R = u[:, None] * (hidden @ self.radial.W2.T)
         w = R[:, :P * C].reshape(E, P, C)
+        wv = R[:, P * C:].reshape(E, P, C)
         h_j = h[sender]
 
         # 1. message
@@ -195,15 +194,6 @@ class InteractionBlock(nn.Module):
         m = torch.zeros_like(h).index_add(0, receiver, msg) / hp.avg_num_neighbors
 
         # 2. attention; logits from scalar channels plus the radial gate
-        o = self._attention(h, h_j, tp, coupling, B, u, R, sender, receiver) if hp.attention else torch.zeros_like(h)
-
-        # 3./4. mix and gate
-        return self._mix_update_norm(h, m, o)
-
-    def _attention(self, h, h_j, tp, coupling, B, u, R, sender, receiver):
-        hp, P, C = self.hp, self.num_paths, self.hp.C
-        N, E = h.shape[0], sender.shape[0]
-        wv = R[:, P * C:].reshape(E, P, C)
         q = (h[:, 0, :] @ self.attn.Wq.T).reshape(N, hp.A, hp.dk)
         k = (h[:, 0, :] @ self.attn.Wk.T).reshape(N, hp.A, hp.dk)
         s = (q[receiver] * k[sender]).sum(-1) / math.sqrt(hp.dk) + B @ self.gate.Wg.T    # (E, A)
@@ -217,10 +207,9 @@ class InteractionBlock(nn.Module):
         Z = torch.zeros(N, hp.A, dtype=h.dtype, device=h.device).index_add(0, receiver, ex)
         Z = torch.where(Z > 0, Z, torch.ones_like(Z))      # atoms without edges: o = 0
         values = tp(h_j, wv, coupling) * ex[:, self.head_of_channel][:, None, :]
-        return torch.zeros_like(h).index_add(0, receiver, values) / Z[:, self.head_of_channel][:, None, :]
+        o = torch.zeros_like(h).index_add(0, receiver, values) / Z[:, self.head_of_channel][:, None, :]
 
-    def _mix_update_norm(self, h, m, o):
-        C, L = self.hp.C, self.hp.L
+        # 3./4. mix and gate
         mix = self.mix
         m0, o0 = m[:, 0, :], o[:, 0, :]
         z0 = m0 @ mix.Wm0.T + o0 @ mix.Wo0.T + mix.b0

@@ -31,7 +31,7 @@ from .model import BatmobileModel, Hyperparameters, evaluate_structure
 
 # options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
 # checkpoint; --data (where the sets lie) and the per-call options may differ between calls
-RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "attention",
+RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
                "energy_scale_from", "steps", "total_minutes", "batch_frames", "lr", "lr_final_fraction",
                "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
                "val_frames", "curve_every")
@@ -47,8 +47,6 @@ def build_parser():
     for name, default in [("r_c", 5.0), ("L", 2), ("C", 32), ("T", 2), ("NB", 8), ("H", 32), ("A", 4), ("dk", 8),
                           ("Hr", 16)]:
         p.add_argument(f"--{name}", type=type(default), default=default)
-    p.add_argument("--no-attention", dest="attention", action="store_false",
-                   help="ablation: the plain interaction instead of the attention (such a model cannot be exported)")
     p.add_argument("--energy-scale-from", choices=["force_rms", "energy_std"], default="force_rms")
     p.add_argument("--steps", type=int, default=20000, help="length of the whole run in steps")
     p.add_argument("--total-minutes", "--max-minutes", dest="total_minutes", type=float, default=0.0,
@@ -358,7 +356,7 @@ def main(argv=None):
         stats = dataset_statistics(train, len(args.species))
         scale = stats["force_rms"] if args.energy_scale_from == "force_rms" else stats["energy_residual_std_per_atom"]
         hp = Hyperparameters(species=list(args.species), r_c=args.r_c, L=args.L, C=args.C, T=args.T, NB=args.NB,
-                             H=args.H, A=args.A, dk=args.dk, Hr=args.Hr, attention=args.attention,
+                             H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
                              min_distance=stats["min_distance"])
     tr = Trainer(args, hp, stats, train, device, dtype)
