@@ -13,6 +13,6 @@ source "$LAMMPS_BUILD/batmobile-build.env"
 OUT=${1:-$BATMOBILE_REPO/build/example}
 mkdir -p "$OUT"
 export OMP_PROC_BIND=false
-[ -f potentials/water_dft.pt ] || { log "potentials/water_dft.pt is missing: is this a complete checkout?"; exit 1; }
+[ -f potentials/water_fast.pt ] || { log "potentials/water_fast.pt is missing: is this a complete checkout?"; exit 1; }
 log "water216 example -> $OUT (progress every 10 steps; g_OO plot in $OUT/results/gOO.png)"
 exec examples/lammps_inputs/water216/run.sh "$LMP" "$OUT" short

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Speed/accuracy front: validation force RMSE against MD steps/s at 648 and 10,368 atoms, ours and e3nn's.
 
-  bench/accuracy/accuracy_front.py --ours water_dft potentials/water_dft.json bench/results/md_h200.json \
+  bench/accuracy/accuracy_front.py --ours water_fast potentials/water_fast.json bench/results/md_h200.json \
       --e3nn bench/results/e3nn_water.json --commit HASH --machine "NVIDIA H200" \
       --out-json bench/results/accuracy_front.json --out-png bench/results/accuracy_front.png
 
 --ours NAME CARD MD (repeatable): a model card (python -m batmobile.evaluate --card) or metrics file (--json), and
-an MD benchmark JSON (bench/md collect_md_bench.py output), or - where the model's MD speed is not measured yet (drawn
+an MD benchmark JSON (bench/md collect_md_bench.py output), or `card` for the card's own md_h200 block
+(bench/accuracy/add_md_speed.py), or - where the model's MD speed is not measured yet (drawn
 as a line at its force RMSE); speed = the fp32 `batmobile/kk` cases at 648 and 10,368 atoms.
 --e3nn JSON (repeatable): bench/accuracy/e3nn_train.py output; its speed is 1 / (one energy + force evaluation),
-neighbour list and time integration left out, so it bounds an MD step rate from above.
+neighbour list and time integration left out, so it bounds an MD step rate from above. --e3nn-speed-from JSON takes
+every e3nn point's speed from that e3nn_train.py result instead (same model size: the speed does not depend on the
+weights), for points whose own timings ran on a busy machine.
 """
 import argparse
 import json
@@ -24,11 +27,17 @@ TARGET_FORCE_RMSE = 25.0   # the accurate model's aim
 def our_point(name, card_path, md_path):
     card = json.load(open(card_path))
     metrics = card.get("validation", card)
-    md = json.load(open(md_path)) if md_path != "-" else {"cases": []}
     speed = {}
-    for case in md["cases"]:
-        if case["atoms"] in SIZES and case["precision"] == "single" and case.get("steps_per_second"):
-            speed[str(case["atoms"])] = case["steps_per_second"]
+    if md_path == "card":
+        md = card["md_h200"]
+        md_path = card["md_h200"].get("source", "card")
+        speed = {str(n): md[f"steps_per_second_{n}"] for n in SIZES if md.get(f"steps_per_second_{n}")}
+        md = {"device": md["provenance"]["machine"], "provenance": md["provenance"]}
+    else:
+        md = json.load(open(md_path)) if md_path != "-" else {"cases": []}
+        for case in md["cases"]:
+            if case["atoms"] in SIZES and case["precision"] == "single" and case.get("steps_per_second"):
+                speed[str(case["atoms"])] = case["steps_per_second"]
     return {"label": f"Batmobile {name}", "kind": "batmobile", "force_rmse_meV_per_A": metrics["force_rmse_meV_per_A"],
             "energy_rmse_meV_per_atom": metrics["energy_rmse_meV_per_atom"],
             "steps_per_second": speed, "speed_what": "LAMMPS MD, batmobile/kk, fp32 kernels, one GPU"
@@ -37,19 +46,21 @@ def our_point(name, card_path, md_path):
             "device": md.get("device"), "sources": {"card": card_path, "md": md_path, "md_commit": md.get("provenance", {}).get("commit", md.get("commit"))}}
 
 
-def e3nn_point(path):
+def e3nn_point(path, speed_path=None):
     r = json.load(open(path))
     m = r["model"]
+    timing = json.load(open(speed_path))["timing_float32"] if speed_path else r["timing_float32"]
     return {"label": f"e3nn NequIP-style (T={m['T']}, L={m['L']}, C={m['C']}, {r['training']['minutes_budget']:g} min)",
             "kind": "e3nn",
             "force_rmse_meV_per_A": r["validation"]["force_rmse_meV_per_A"],
             "energy_rmse_meV_per_atom": r["validation"]["energy_rmse_meV_per_atom"],
-            "steps_per_second": {n: t["evaluations_per_second"] for n, t in r["timing_float32"].items()},
+            "steps_per_second": {n: t["evaluations_per_second"] for n, t in timing.items()},
             "speed_what": "1 / (energy + forces by autograd, fp32), PyTorch + e3nn, no neighbour list or integration",
-            "peak_device_bytes": {n: t["peak_device_bytes"] for n, t in r["timing_float32"].items()},
+            "peak_device_bytes": {n: t["peak_device_bytes"] for n, t in timing.items()},
             "hyperparameters": m, "train_seconds": r["training"]["seconds"], "device": r["machine"]["device"],
             "note": r.get("note"),
-            "sources": {"result": path, "commit": r.get("commit"), "command": r.get("command")}}
+            "sources": {"result": path, "speed": speed_path or path, "commit": r.get("commit"),
+                        "command": r.get("command")}}
 
 
 def plot(points, path):
@@ -86,12 +97,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ours", nargs=3, action="append", default=[], metavar=("NAME", "CARD", "MD"))
     p.add_argument("--e3nn", action="append", default=[])
+    p.add_argument("--e3nn-speed-from", default=None, help="e3nn_train.py result whose timings all e3nn points use")
     p.add_argument("--commit", required=True, help="commit the merged figures belong to")
     p.add_argument("--machine", required=True)
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-png", required=True)
     a = p.parse_args(argv)
-    points = [our_point(*o) for o in a.ours] + [e3nn_point(e) for e in a.e3nn]
+    points = [our_point(*o) for o in a.ours] + [e3nn_point(e, a.e3nn_speed_from) for e in a.e3nn]
     result = {"what": "validation force RMSE (all of data_2) against MD speed at 648 and 10,368 atoms",
               "provenance": {"commit": a.commit, "machine": a.machine,
                              "command": "bench/accuracy/accuracy_front.py " + " ".join(

@@ -1,6 +1,6 @@
 """Reference fixtures for the C++ model and LAMMPS tests.
 
-python -m batmobile.fixtures OUTDIR [--model potentials/water_dft.pt]
+python -m batmobile.fixtures OUTDIR [--model potentials/water_fast.pt]
 
 Writes OUTDIR/<case>.json (float64) for: water (a DFT frame), distorted (same frame, strained cell + random
 displacements), isolated (one water molecule in a 40 A box), cutoff (a pair exactly at r_c plus a pair just
@@ -21,7 +21,7 @@ from .export import load_potential
 from .model import evaluate_structure, virial_voigt
 from .neighbors import neighbor_list, wrap_positions
 
-DEFAULT_MODEL = os.path.join(os.path.dirname(__file__), "..", "..", "potentials", "water_dft.pt")
+DEFAULT_MODEL = os.path.join(os.path.dirname(__file__), "..", "..", "potentials", "water_fast.pt")
 
 
 def reference(model, positions, species, cell):

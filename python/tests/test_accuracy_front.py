@@ -39,3 +39,40 @@ def test_front_merges_points(tmp_path):
     assert cand["steps_per_second"] == {} and cand["speed_what"] == "not measured yet"
     assert ref["kind"] == "e3nn" and "4 min" in ref["label"] and ref["steps_per_second"] == {"648": 25.0, "10368": 8.0}
     assert os.path.getsize(out_png) > 1000
+
+
+def test_card_speed_and_e3nn_speed_override(tmp_path):
+    """A card's md_h200 block (written by add_md_speed.py) gives our speed; --e3nn-speed-from replaces e3nn's."""
+    spec2 = importlib.util.spec_from_file_location("add_md_speed", os.path.join(ROOT, "bench", "accuracy",
+                                                                              "add_md_speed.py"))
+    add = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(add)
+    card = {"validation": {"force_rmse_meV_per_A": 16.0, "energy_rmse_meV_per_atom": 0.15}}
+    speeds = {"what": "w", "provenance": {"commit": "c", "machine": "GPU", "command": "x"},
+              "models": {"m": {"steps_per_second_648": 500.0, "steps_per_second_10368": 53.0}}}
+    timing = lambda a, b: {"648": {"evaluations_per_second": a, "peak_device_bytes": 1},
+                           "10368": {"evaluations_per_second": b, "peak_device_bytes": 2}}
+    e3nn = {"model": {"T": 3, "L": 2, "C": 32}, "validation": {"force_rmse_meV_per_A": 40.0,
+                                                                "energy_rmse_meV_per_atom": 0.3},
+            "timing_float32": timing(20.0, 5.0), "training": {"seconds": 450.0, "minutes_budget": 7.5},
+            "machine": {"device": "GPU"}}
+    clean = dict(e3nn, timing_float32=timing(25.0, 8.0))
+    paths = {}
+    for name, obj in (("card", card), ("speeds", speeds), ("e3nn", e3nn), ("clean", clean)):
+        paths[name] = str(tmp_path / f"{name}.json")
+        json.dump(obj, open(paths[name], "w"))
+    add.main([paths["card"], paths["speeds"], "m", "--note", "n"])
+    stored = json.load(open(paths["card"]))
+    assert stored["md_h200"]["steps_per_second_648"] == 500.0 and stored["notes"] == "n"
+    assert stored["validation"] == card["validation"]
+    try:
+        add.main([paths["card"], paths["speeds"], "missing"])
+        raise AssertionError("an unknown model name must fail")
+    except SystemExit as e:
+        assert "no model 'missing'" in str(e)
+    out_json = str(tmp_path / "front.json")
+    front.main(["--ours", "m", paths["card"], "card", "--e3nn", paths["e3nn"], "--e3nn-speed-from", paths["clean"],
+                "--commit", "1", "--machine", "GPU", "--out-json", out_json, "--out-png", str(tmp_path / "f.png")])
+    ours, ref = json.load(open(out_json))["points"]
+    assert ours["steps_per_second"] == {"648": 500.0, "10368": 53.0}
+    assert ref["steps_per_second"] == {"648": 25.0, "10368": 8.0} and ref["sources"]["speed"] == paths["clean"]

@@ -43,9 +43,9 @@ def test_read_launches_keeps_each_cases_first_line():
 
 
 def test_provenance_names_commit_machine_and_command(monkeypatch):
-    p = collect.provenance("abc1234", "NVIDIA H200", 16, "bench/md/run_md_bench.sh LMP water_dft.pt OUTDIR")
+    p = collect.provenance("abc1234", "NVIDIA H200", 16, "bench/md/run_md_bench.sh LMP water_fast.pt OUTDIR")
     assert p == {"commit": "abc1234", "machine": "NVIDIA H200, 16 CPU cores",
-                 "command": "bench/md/run_md_bench.sh LMP water_dft.pt OUTDIR"}
+                 "command": "bench/md/run_md_bench.sh LMP water_fast.pt OUTDIR"}
     monkeypatch.setenv("BATMOBILE_COMMIT", "feed123")
     assert collect.source_commit(HERE) == "feed123"
     monkeypatch.delenv("BATMOBILE_COMMIT")

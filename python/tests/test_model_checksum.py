@@ -13,7 +13,7 @@ from batmobile import export
 from batmobile.export import add_checksum, load_potential, read_header, save_potential, tensors_checksum
 from batmobile.model import BatmobileModel, Hyperparameters
 
-POTENTIAL = os.path.join(os.path.dirname(__file__), "..", "..", "potentials", "water_dft.pt")
+POTENTIAL = os.path.join(os.path.dirname(__file__), "..", "..", "potentials", "water_fast.pt")
 
 
 def small_model():

@@ -8,7 +8,7 @@ and the table's size as one float4 (cubic coefficients) per interval and output 
 The kernels do not use such a table (they evaluate the MLP per chunk of edges on tensor cores); the numbers are an
 input for deciding whether they should (src/kernels/README.md, "Next").
 
-  /usr/bin/python3 python/tools/radial_table_error.py [potentials/water_dft.pt]   (torch on the CPU, ~1 min)
+  /usr/bin/python3 python/tools/radial_table_error.py [potentials/water_fast.pt]   (torch on the CPU, ~1 min)
 """
 import math
 import sys
@@ -16,7 +16,7 @@ import sys
 import torch
 
 torch.set_default_dtype(torch.float64)
-m = torch.jit.load(sys.argv[1] if len(sys.argv) > 1 else 'potentials/water_dft.pt')
+m = torch.jit.load(sys.argv[1] if len(sys.argv) > 1 else 'potentials/water_fast.pt')
 b = dict(m.named_buffers())
 rc = float(b['meta.r_c']); NB = int(b['meta.NB'])
 def raw(layer, d):  # W2 . silu(W1 . B(d) + b1), no envelope; d: (N,)

@@ -17,7 +17,7 @@ ab_runs() {
     IFS=+ read -r -a vars <<<"${ab%%:*}"
     say "$name loads $(env "${vars[@]}" ldd "$LMP" | grep -o "[^ ]*liblammps[^ ]*" | tail -n1)"
     env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
-      timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$4/$name" > "$4/$name.log" 2>&1
+      timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$4/$name" > "$4/$name.log" 2>&1
     say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$4/$name/md_raw.txt" 2>/dev/null)"
   done
 }
@@ -32,7 +32,7 @@ md_bench_with_time_left() {
     left=$(( DEADLINE - ($(date +%s) - T0) ))
     say "MD benchmark (at most ${left}s)"
     BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$left" \
-      bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
+      bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1
     cat "$OUT/md/md_raw.txt" 2>/dev/null
   else
     say "no time left for the MD benchmark"

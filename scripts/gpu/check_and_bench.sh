@@ -35,7 +35,7 @@ source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see bu
 say "LAMMPS built; MD benchmark on GPU 0"
 ( export CUDA_VISIBLE_DEVICES=0
   BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90} timeout "$(budget 10)" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 ) &
+    bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 ) &
 MDP=$!
 wait $KPID || { say "kernel tests: build failed or timed out (build_kernels.log)"; rc=1; }
 for t in "${KTESTS[@]}"; do

@@ -64,7 +64,7 @@ export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
 md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION
   timeout 240 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half -in "$NEW/bench/md/in.md_bench" -log "$1" \
-    -screen none -var data "$DATA" -var pot "$3/potentials/water_dft.pt" -var rx "$4" -var ry "$5" -var rz "$6" \
+    -screen none -var data "$DATA" -var pot "$3/potentials/water_fast.pt" -var rx "$4" -var ry "$5" -var rz "$6" \
     -var nsteps "$7" -var nwarm "$8" -var prec "$9" -var newton off
 }
 run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run

@@ -45,7 +45,7 @@ if [ "$MODE" = start ]; then
   LEFT=$(( 560 - ($(date +%s) - T0) )); [ "$LEFT" -lt 60 ] && LEFT=60; [ "$LEFT" -gt 270 ] && LEFT=270
   say "MD benchmark on GPU 0 (at most ${LEFT}s); tests build meanwhile (nice)"
   CUDA_VISIBLE_DEVICES=0 BATMOBILE_MD_CASE_TIMEOUT=90 timeout "$LEFT" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
+    bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/md" > "$OUT/md_bench.log" 2>&1 &
   MDP=$!
   CUDA_VISIBLE_DEVICES=$LAST BATMOBILE_JOBS=24 BATMOBILE_GPU_SKIP="build_lammps ctest md_probe water_nve bench" \
     BATMOBILE_GPU_DEADLINE_S=${BATMOBILE_GPU_DEADLINE_S:-$LEFT} nice -n 10 scripts/gpu/run_gpu.sh "$OUT/tests" > "$OUT/run_gpu.out" 2>&1
@@ -80,7 +80,7 @@ for c in 648:1:1:1:200 10368:2:2:4:40; do
   IFS=: read -r n rx ry rz ns <<<"$c"
   CUDA_LAUNCH_BLOCKING=1 KOKKOS_PROFILE_LIBRARY="$S/libbm_kernel_timer.so" BM_KERNEL_TIMER_OUT="$OUT/profile_$n.txt" \
     timeout 120 "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log "$OUT/profile_$n.log" -screen none -var data "$DATA" \
-    -var pot potentials/water_dft.pt -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 -var prec single
+    -var pot potentials/water_fast.pt -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm 5 -var prec single
 done
 # BATMOBILE_FULL_FIT="rx:ry:rz ...": the largest-box search (run_md_bench.sh BATMOBILE_MD_FIT) on GPU 0 with
 # what is left of MAXWAIT, beside the tests; OUTDIR/fit/md_h200.json
@@ -89,7 +89,7 @@ if [ -n "${BATMOBILE_FULL_FIT:-}" ]; then
   say "largest-box search ${BATMOBILE_FULL_FIT} (at most ${LEFT}s)"
   BATMOBILE_MD_CASES=" " BATMOBILE_MD_FIT="$BATMOBILE_FULL_FIT" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
     BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-200} timeout "$LEFT" \
-    bench/md/run_md_bench.sh "$LMP" potentials/water_dft.pt "$OUT/fit" > "$OUT/fit.log" 2>&1
+    bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/fit" > "$OUT/fit.log" 2>&1
   tail -n 8 "$OUT/fit.log"
 fi
 say "waiting for the tests"

@@ -56,7 +56,7 @@ if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
         BM_GPU_TIMER_HOST=$([ "$mode" = host ] && echo 1 || echo 0) \
         BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
         -in bench/md/in.md_bench -log "$OUT/$prof.log" -screen none \
-        -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+        -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
         -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single
       say "profile ($mode) $n atoms: $(grep "Loop time" "$OUT/$prof.log" | tail -n1)"
       head -n 4 "$OUT/$prof.txt" 2>/dev/null
@@ -76,7 +76,7 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
     --section SourceCounters \
     --kernel-name-base demangled -k "regex:$BATMOBILE_MD_NCU" -s "${BATMOBILE_MD_NCU_LAUNCH_SKIP:-12}" \
     -c "${BATMOBILE_MD_NCU_COUNT:-6}" "${NCU_SAVE[@]}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
-    -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+    -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
     -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec single > "$OUT/ncu_$n.txt" 2>&1 ||
     say "ncu failed or timed out (ncu_$n.txt)"
   if [ -n "${BATMOBILE_MD_NCU_SOURCE:-}" ] && [ -f "$OUT/ncu_$n.ncu-rep" ]; then
@@ -102,7 +102,7 @@ if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
       IFS=: read -r n rx ry rz ns <<<"$c"
       timeout 120 "$NSYS" profile -o "$OUT/nsys_$n" --trace=cuda --sample=none --cpuctxsw=none --force-overwrite true \
         "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench -log "$OUT/nsys_$n.log" \
-        -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_dft.pt \
+        -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
         -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single > "$OUT/nsys_$n.out" 2>&1
       for r in cuda_gpu_trace cuda_api_sum cuda_api_trace; do
         timeout 120 "$NSYS" stats --report "$r" --format csv --force-export=true -o "$OUT/nsys_$n" "$OUT/nsys_$n.nsys-rep" \

@@ -73,6 +73,12 @@ void ensure_kokkos()
 struct PairBatmobile::Impl {
   std::unique_ptr<batmobile::Model<double, HostExec>> model_d;
   std::unique_ptr<batmobile::Model<float, HostExec>> model_f;
+  // committee members 2..K (pair_batmobile_committee.h), in the first model's precision
+  std::vector<std::unique_ptr<batmobile::Model<double, HostExec>>> members_d;
+  std::vector<std::unique_ptr<batmobile::Model<float, HostExec>>> members_f;
+  batmobile::Results<HostExec> member_results;
+  std::vector<double> member_forces, member_virials;  // (n_all x K x 3), (K x 6)
+  std::vector<char> model_atom;
   std::unique_ptr<LammpsExchange<double>> exchange_d;
   std::unique_ptr<LammpsExchange<float>> exchange_f;
   batmobile::Graph<HostExec> graph;
@@ -80,7 +86,7 @@ struct PairBatmobile::Impl {
   std::vector<int> count;
 };
 
-PairBatmobile::PairBatmobile(LAMMPS *lmp) : Pair(lmp), impl(new Impl)
+PairBatmobile::PairBatmobile(LAMMPS *lmp) : Pair(lmp), impl(new Impl), committee(new BatmobileCommittee(lmp))
 {
   restartinfo = 0;
   // one pair_coeff * * call maps all types; LAMMPS's own check of that (one_coeff = 1) only says "Incorrect args",
@@ -121,6 +127,8 @@ void PairBatmobile::settings(int narg, char **arg)
     } else if (strcmp(arg[iarg], "kernels") == 0) {
       kernels_choice = keyword_choice(narg - iarg, arg + iarg, {"fused", "reference"});
       iarg += 2;
+    } else if (const int used = committee->settings_keyword(narg - iarg, arg + iarg, style_label())) {
+      iarg += used;
     } else if (const int used = settings_keyword(narg - iarg, arg + iarg)) {
       iarg += used;
     } else {
@@ -144,13 +152,13 @@ int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::s
 
 const char *PairBatmobile::settings_usage() const
 {
-  return "pair_style batmobile [precision double|single] [kernels fused|reference]";
+  return "pair_style batmobile [precision double|single] [kernels fused|reference] [out_freq N] [out_file FILE]";
 }
 
 std::string PairBatmobile::launch_settings() const
 {
-  return fmt::format("precision {}, kernels {}", single_precision ? "single" : "double",
-                     kernels_choice == 1 ? "reference" : "fused");
+  return fmt::format("precision {}, kernels {}{}", single_precision ? "single" : "double",
+                     kernels_choice == 1 ? "reference" : "fused", committee->settings_line());
 }
 
 void PairBatmobile::load_model(const std::string &path)
@@ -198,6 +206,57 @@ void PairBatmobile::build_models(const batmobile::ModelFile &mf)
   impl->exchange_f = std::make_unique<LammpsExchange<float>>(this, lmp);
 }
 
+void PairBatmobile::load_members(const std::vector<std::string> &paths)
+{
+  committee->set_members(paths);
+  auto words = [](const std::vector<std::string> &v) {
+    std::string out;
+    for (const auto &w : v) out += (out.empty() ? "" : " ") + w;
+    return out;
+  };
+  std::vector<batmobile::ModelFile> files;
+  for (const std::string &path : paths) {
+    batmobile::ModelFile mf;
+    try {
+      mf = batmobile::load_model_file(path);
+    } catch (const std::exception &e) {
+      error->all(FLERR, "pair_coeff {}: committee member '{}': {}", style_label(), path, e.what());
+    }
+    if (mf.hyper.species != hyper.species)
+      error->all(FLERR, "pair_coeff {}: committee member '{}' has species {} but the first model '{}' has {}; the "
+                 "members of a committee must share their species and their order", style_label(), path,
+                 words(mf.hyper.species), model_path, words(hyper.species));
+    if (mf.hyper.r_c != hyper.r_c)
+      error->all(FLERR, "pair_coeff {}: committee member '{}' has cutoff {} A but the first model '{}' has {} A; the "
+                 "members of a committee must share their cutoff", style_label(), path, mf.hyper.r_c, model_path,
+                 hyper.r_c);
+    // the exchange buffers hold the widest member's features
+    comm_forward = comm_reverse = std::max(comm_forward, mf.hyper.K() * mf.hyper.C);
+    files.push_back(std::move(mf));
+  }
+  if (!files.empty() && comm_reverse < 3 * (1 + static_cast<int>(files.size())))
+    error->all(FLERR, "pair_coeff {}: a committee of {} models is larger than this build supports ({})", style_label(),
+               files.size() + 1, comm_reverse / 3);
+  try {
+    build_members(files);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "pair_coeff {}: cannot set up the committee: {}", style_label(), e.what());
+  }
+}
+
+void PairBatmobile::build_members(const std::vector<batmobile::ModelFile> &files)
+{
+  impl->members_d.clear();
+  impl->members_f.clear();
+  const auto backend = batmobile_pair::edge_backend(kernels_choice);
+  for (const auto &mf : files) {
+    if (single_precision)
+      impl->members_f.push_back(std::make_unique<batmobile::Model<float, HostExec>>(mf, backend));
+    else
+      impl->members_d.push_back(std::make_unique<batmobile::Model<double, HostExec>>(mf, backend));
+  }
+}
+
 void PairBatmobile::coeff(int narg, char **arg)
 {
   if (!allocated) allocate();
@@ -207,12 +266,15 @@ void PairBatmobile::coeff(int narg, char **arg)
   if (narg < 2 || strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
     error->all(FLERR, "pair_coeff {}: one model covers all type pairs: {}; got type ranges '{} {}'", style_label(),
                usage, narg > 0 ? arg[0] : "", narg > 1 ? arg[1] : "");
-  if (narg != 3 + ntypes)
+  // '* *', K >= 1 model files (several: a committee), then one name per atom type
+  const int n_models = narg - 2 - ntypes;
+  if (n_models < 1)
     error->all(FLERR, "pair_coeff {}: expected '* * model.pt' followed by {} species names (one per atom type, NULL "
                "to skip), got {} names", style_label(), ntypes, std::max(narg - 3, 0));
   load_model(arg[2]);
+  load_members(std::vector<std::string>(arg + 3, arg + 2 + n_models));
   std::vector<std::string> names;
-  for (int t = 1; t <= ntypes; ++t) names.emplace_back(arg[2 + t]);
+  for (int t = 1; t <= ntypes; ++t) names.emplace_back(arg[1 + n_models + t]);
   std::vector<int> species;
   try {
     species = batmobile::map_species(hyper, names);
@@ -356,10 +418,12 @@ void PairBatmobile::compute(int eflag, int vflag)
   g.n_all = nall;
   g.n_edges = n_edges;  // (known here: the model need not read it back)
 
-  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
-                            error, "batmobile");
+  const bool committee_due = committee->due(update->ntimestep);
+  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
+                            nlocal, nall, error, "batmobile");
   batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile", launch_settings());
   auto &res = I.results;
+  if (committee_due) committee_step(nlocal, nall);
 
   for (int n = 0; n < nall; ++n)
     if (g.species(n) >= 0)
@@ -372,6 +436,43 @@ void PairBatmobile::compute(int eflag, int vflag)
   if (vflag_atom)
     for (int n = 0; n < nall; ++n)
       for (int a = 0; a < 6; ++a) vatom[n][a] += res.vatom(n, a);
+}
+
+void PairBatmobile::committee_step(int nlocal, int nall)
+{
+  Impl &I = *impl;
+  const int K = committee->members();
+  I.member_forces.assign((size_t) nall * K * 3, 0.0);
+  I.member_virials.assign((size_t) K * 6, 0.0);
+  I.model_atom.assign(nlocal, 0);
+  for (int i = 0; i < nlocal; ++i) I.model_atom[i] = I.graph.species(i) >= 0;
+  auto take = [&](int k, batmobile::Results<HostExec> &r) {
+    for (int n = 0; n < nall; ++n)
+      if (I.graph.species(n) >= 0)
+        for (int a = 0; a < 3; ++a) I.member_forces[((size_t) n * K + k) * 3 + a] = r.f(n, a);
+    for (int v = 0; v < 6; ++v) I.member_virials[6 * k + v] = r.virial[v];
+  };
+  take(0, I.results);
+  auto &r = I.member_results;
+  if (r.f.extent(0) < static_cast<size_t>(nall)) r.f = decltype(r.f)("bm_member_f", batmobile_pair::grow_capacity(nall));
+  r.want_energy = false;
+  r.want_virial = true;
+  for (int k = 1; k < K; ++k) {
+    try {
+      if (single_precision)
+        I.members_f[k - 1]->compute(I.graph, I.exchange_f.get(), r);
+      else
+        I.members_d[k - 1]->compute(I.graph, I.exchange_d.get(), r);
+    } catch (const std::exception &e) {
+      error->one(FLERR, "pair_style {}: committee member '{}': {}", style_label(), committee->member_paths()[k - 1],
+                 e.what());
+    }
+    take(k, r);
+  }
+  // fold the ghosts' member forces onto their owners, as LAMMPS does for the first model's after compute()
+  comm_target.point_to(I.member_forces.data(), 3 * K);
+  comm->reverse_comm_pair(this);
+  committee->write_step(update->ntimestep, I.member_forces, I.member_virials, I.model_atom, nlocal);
 }
 
 int PairBatmobile::pack_forward_comm(int n, int *list, double *buf, int, int *)

@@ -3,8 +3,9 @@
    C++ model (src/model) on Kokkos' default host execution space. No libtorch at run time (only to read the
    model file in pair_coeff).
 
-     pair_style batmobile [precision double|single] [kernels fused|reference]
-     pair_coeff * * model.pt O H        (one species name or NULL per atom type)
+     pair_style batmobile [precision double|single] [kernels fused|reference] [out_freq N] [out_file FILE]
+     pair_coeff * * model.pt [member2.pt ...] O H   (one species name or NULL per atom type; several model files
+                                                     form a committee: pair_batmobile_committee.h)
 
    Needs units metal, newton on; full neighbour list filtered to r < r_c; forces on ghosts folded by LAMMPS's
    reverse communication; node features of ghosts exchanged between layers by forward communication and their
@@ -25,6 +26,7 @@ PairStyle(batmobile,PairBatmobile);
 
 #include "model/model_file.hpp"
 #include "pair.h"
+#include "pair_batmobile_committee.h"
 
 namespace LAMMPS_NS {
 
@@ -64,6 +66,7 @@ class PairBatmobile : public Pair {
 
   struct Impl;
   std::unique_ptr<Impl> impl;
+  std::unique_ptr<BatmobileCommittee> committee;
 
   batmobile::ModelHyper hyper;
 
@@ -75,6 +78,11 @@ class PairBatmobile : public Pair {
   void load_model(const std::string &path);
   // Builds the evaluators from the file (host models here; the KOKKOS variant builds them on its device).
   virtual void build_models(const batmobile::ModelFile &file);
+  // The committee's further members (same species and cutoff as the first model, checked before).
+  virtual void build_members(const std::vector<batmobile::ModelFile> &files);
+  void load_members(const std::vector<std::string> &paths);
+  // On a committee step: the members' forces folded onto local atoms and their virials -> the deviation output.
+  void committee_step(int nlocal, int nall);
   // pair_style keywords of a derived style: how many words of arg[0..narg) it took (0: not one of its keywords),
   // and the usage line for unknown keywords.
   virtual int settings_keyword(int /*narg*/, char ** /*arg*/) { return 0; }

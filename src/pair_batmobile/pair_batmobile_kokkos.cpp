@@ -197,6 +197,14 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
 
 // newton off: the image exchange (one rank, ghost_comm device, atom IDs) with a model that groups senders by atom
 template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::build_members(const std::vector<batmobile::ModelFile> &files)
+{
+  if (!files.empty())
+    throw std::runtime_error("batmobile/kk does not evaluate committees yet: run the committee with pair_style "
+                             "batmobile (without -sf kk / suffix)");
+}
+
+template <class DeviceType>
 bool PairBatmobileKokkos<DeviceType>::newton_off_ok() const
 {
   const bool groups = batmobile_pair::with_model(

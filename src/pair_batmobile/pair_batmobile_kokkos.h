@@ -67,6 +67,7 @@ class PairBatmobileKokkos : public PairBatmobile {
 
  protected:
   void build_models(const batmobile::ModelFile &file) override;
+  void build_members(const std::vector<batmobile::ModelFile> &files) override;
   bool newton_off_ok() const override;
   int settings_keyword(int narg, char **arg) override;
   const char *settings_usage() const override;

@@ -9,11 +9,11 @@
 #   nve:             in.water216_nve (1 ps NVT + 10,000 NVE steps) followed by analyze_nve.py
 # short and full end with analyze_rdf.py: OUTDIR/results/{gOO.png, summary.json, rdf_production.dat};
 # nve with analyze_nve.py: OUTDIR/results/{nve_summary.json, nve_etotal.png}.
-# The model file defaults to potentials/water_dft.pt; override with BATMOBILE_MODEL=/path/model.pt.
+# The model file defaults to potentials/water_fast.pt; override with BATMOBILE_MODEL=/path/model.pt.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 LMP=$1; OUT=$2; MODE=${3:-short}; shift 3 2>/dev/null || shift $#
-MODEL=${BATMOBILE_MODEL:-$HERE/../../../potentials/water_dft.pt}
+MODEL=${BATMOBILE_MODEL:-$HERE/../../../potentials/water_fast.pt}
 # analysis python: the first of BATMOBILE_PYTHON, python3, /usr/bin/python3 that has numpy and matplotlib
 PY=
 for c in ${BATMOBILE_PYTHON:-} python3 /usr/bin/python3; do
