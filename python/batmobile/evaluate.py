@@ -50,7 +50,7 @@ def parity_plots(e_ref, e_pred, f_ref, f_pred, n_atoms, out_dir, prefix):
         ax.scatter(x, y, s=3 if name == "forces" else 10, alpha=0.5)
         lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set_xlabel(f"DFT {name} [{unit}]")
+        ax.set_xlabel(f"reference {name} [{unit}]")
         ax.set_ylabel(f"model {name} [{unit}]")
         rmse = np.sqrt(np.mean((y - x) ** 2))
         ax.set_title(f"{name}: RMSE {1e3 * rmse:.2f} m{unit}")

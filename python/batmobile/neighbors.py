@@ -5,11 +5,34 @@ from typing import Tuple
 import numpy as np
 
 
-def wrap_positions(positions: np.ndarray, cell: np.ndarray) -> np.ndarray:
-    """Wrap Cartesian positions into the cell (rows of `cell` are the lattice vectors)."""
+def wrap_positions(positions: np.ndarray, cell: np.ndarray,
+                   pbc: Tuple[bool, bool, bool] = (True, True, True)) -> np.ndarray:
+    """Wrap Cartesian positions into the cell along its periodic directions (rows of `cell` = lattice vectors)."""
     frac = positions @ np.linalg.inv(cell)
-    frac -= np.floor(frac)
+    frac -= np.where(np.asarray(pbc), np.floor(frac), 0.0)
     return frac @ cell
+
+
+def complete_cell(cell: np.ndarray, pbc: Tuple[bool, bool, bool]) -> np.ndarray:
+    """The cell with each non-periodic lattice vector replaced by a unit vector normal to the others.
+
+    A non-periodic direction never gets a shift, so its vector only has to make the cell invertible; files of
+    molecules often store a zero vector there. Raises ValueError for a degenerate periodic part."""
+    cell = np.array(cell, dtype=np.float64).reshape(3, 3)
+    periodic = [k for k in range(3) if pbc[k]]
+    for k in range(3):
+        if pbc[k]:
+            continue
+        others = [cell[m] for m in range(3) if m != k and (pbc[m] or m < k)]
+        basis = np.linalg.qr(np.array(others).T)[0] if others else np.zeros((3, 0))
+        for trial in np.eye(3):   # the first axis with a component normal to the span of the others
+            v = trial - basis @ (basis.T @ trial)
+            if np.linalg.norm(v) > 0.5:
+                cell[k] = v / np.linalg.norm(v)
+                break
+    if periodic and abs(np.linalg.det(cell)) < 1e-9 * max(1.0, np.abs(cell).max()) ** 3:
+        raise ValueError(f"the periodic cell vectors {cell[periodic].tolist()} are (nearly) linearly dependent")
+    return cell
 
 
 def neighbor_list(positions: np.ndarray, cell: np.ndarray, r_c: float,
