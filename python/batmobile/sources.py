@@ -27,12 +27,13 @@ def _read_path(path: str, keys: Dict) -> List[Frame]:
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file or directory")
     if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, "energy.npy")):
+        parent = os.path.dirname(os.path.normpath(path))
+        if os.path.exists(os.path.join(parent, "type.raw")) or os.path.exists(os.path.join(path, "energy.npy")):
             return read_deepmd_set(path)
         sets = sorted(glob.glob(os.path.join(path, "set.*")))
         if os.path.exists(os.path.join(path, "type.raw")) and sets:
             return [fr for s in sets for fr in read_deepmd_set(s)]
-        raise DataError(f"{path}: a directory that is neither a DeePMD set (energy.npy ...) nor a DeePMD system "
+        raise DataError(f"{path}: a directory that is neither a DeePMD set (in a directory with type.raw) nor a DeePMD system "
                         f"(type.raw and set.*)")
     from .extxyz import read_extxyz
     return read_extxyz(path, **keys)
