@@ -96,7 +96,8 @@ def main(argv=None):
     if a.card:
         header = model.header
         training = header.get("training", {}) or {}
-        card = {"data": f"{a.data} (train: {' + '.join(training.get('train_sets') or ['data_0/set.000', 'data_1/set.000', 'data_1/set.001'])}; validation: {' + '.join(a.frames or a.sets)})",
+        where = "" if a.frames else f"{a.data} "
+        card = {"data": f"{where}(train: {' + '.join(training.get('train_sets') or ['data_0/set.000', 'data_1/set.000', 'data_1/set.001'])}; validation: {' + '.join(a.frames or a.sets)})",
                 "train_frames": training.get("train_frames"), "validation_frames": len(frames),
                 "validation": {k: m[k] for k in ("energy_rmse_meV_per_atom", "force_rmse_meV_per_A",
                                                  "force_mae_meV_per_A")},

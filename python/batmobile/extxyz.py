@@ -46,11 +46,11 @@ def _virial(atoms, where, stress_key, virial_key):
 
 def _required(atoms, key, per_atom, where):
     """The energy (per_atom False) or forces (True) under `key` as float64; missing or non-finite is an error."""
-    what, place, option = (("forces", "the per-atom column", "--forces-key") if per_atom
-                           else ("energy", "the comment line", "--energy-key"))
+    what, place, option = (("forces", "a per-atom column", "--forces-key") if per_atom
+                           else ("energy", "a key of the comment line", "--energy-key"))
     value = _property(atoms, key, per_atom)
     if value is None:
-        raise DataError(f"{where}: no {what} (looked for '{key}' in {place}; {option} names another key)")
+        raise DataError(f"{where}: no {what} (looked for '{key}' as {place}; {option} names another key)")
     value = np.asarray(value, dtype=np.float64)
     if not np.isfinite(value).all():
         raise DataError(f"{where}: the {what} '{key}' contain non-finite values")

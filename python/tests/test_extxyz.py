@@ -107,7 +107,7 @@ def test_virial_key_and_other_energy_key(tmp_path):
                 "H 0 0 0 0.1 0.2 0.3\nH 0.8 0 0 -0.1 -0.2 -0.3\n")
     fr = read_source(path, {"energy_key": "dft_energy", "forces_key": "dft_forces"})[0]
     assert fr.energy == -3.5 and fr.forces[1, 2] == -0.3 and np.array_equal(fr.virial, W)
-    with pytest.raises(DataError, match=r"v.xyz frame 0: no energy \(looked for 'energy'"):
+    with pytest.raises(DataError, match=r"v.xyz frame 0: no energy \(looked for 'energy' as a key"):
         read_source(path)
 
 
