@@ -48,6 +48,22 @@ def test_neighbor_list_skewed_cell_brute_force(pbc):
         assert len(mine) > 100 and any(i == j for i, j, *_ in mine)
 
 
+def test_neighbor_list_many_atoms_brute_force():
+    """150 atoms in a skewed cell several cutoffs wide (the cell list has many bins), all pairs for each shift."""
+    rng = np.random.default_rng(11)
+    cell = np.array([[11.0, 0.0, 0.0], [5.0, 10.0, 0.0], [-4.0, 3.0, 9.0]])
+    pos = rng.uniform(-0.5, 1.5, size=(150, 3)) @ cell
+    r_c = 3.2
+    edges = set()
+    for S in itertools.product(range(-3, 4), repeat=3):
+        d = np.linalg.norm(pos[None, :, :] - pos[:, None, :] + np.array(S) @ cell, axis=2)   # d[i, j]
+        i, j = np.nonzero((d > 0) & (d < r_c))
+        edges |= {(int(a), int(b), *S) for a, b in zip(i, j)}
+    s, r, sh = neighbor_list(pos, cell, r_c)
+    assert edge_set(pos, cell, r_c) == edges and len(s) == len(edges) > 1000
+    assert np.all(np.diff(r) >= 0)
+
+
 def test_brute_force_reach_is_enough():
     # the brute-force search must not miss far images: input up to 5 cells apart, plus r_c / smallest width
     assert 5 + 4.0 / perpendicular_widths(SKEWED).min() + 1 < REACH
