@@ -139,12 +139,14 @@ def dataset_statistics(frames: List[Frame], num_species: int) -> Dict:
     residual = energies - counts @ e_ref
     n_atoms = counts.sum(1)
     forces = np.concatenate([fr.forces.reshape(-1) for fr in frames])
+    n_edges = sum(len(fr.sender) for fr in frames)
     return {
         "E_ref": e_ref.tolist(),
         "force_rms": float(np.sqrt(np.mean(forces ** 2))),
         "energy_residual_std_per_atom": float(np.std(residual / n_atoms)),
-        "avg_num_neighbors": float(sum(len(fr.sender) for fr in frames) / n_atoms.sum()),
-        "min_distance": float(min(fr.edge_lengths().min() for fr in frames)),
+        "avg_num_neighbors": float(n_edges / n_atoms.sum()) if n_edges else 1.0,
+        # frames without edges (isolated atoms, e.g. for reference energies) have no pair distance
+        "min_distance": float(min(fr.edge_lengths().min() for fr in frames if len(fr.sender))) if n_edges else 0.0,
     }
 
 

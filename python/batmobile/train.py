@@ -445,6 +445,9 @@ def main(argv=None):
     else:
         stats = dataset_statistics(train, len(args.species))
         scale = stats["force_rms"] if args.energy_scale_from == "force_rms" else stats["energy_residual_std_per_atom"]
+        if not scale > 0:
+            raise DataError(f"the training data give energy_scale {scale} (--energy-scale-from {args.energy_scale_from}); "
+                            f"it must be positive")
         hp = Hyperparameters(species=list(args.species), r_c=args.r_c, L=args.L, C=args.C, T=args.T, NB=args.NB,
                              H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,

@@ -34,9 +34,12 @@ def spread_positions(rng, n, cell, min_distance=1.4):
 
 
 def lj_frames(count, seed):
-    """Ni/Al/H frames of 4-6 atoms in strained triclinic cells, labelled by ASE's Lennard-Jones (with stress)."""
+    """An isolated Ni atom, then Ni/Al/H frames of 4-6 atoms in strained triclinic cells, labelled by ASE's
+    Lennard-Jones (with stress)."""
     rng = np.random.default_rng(seed)
-    frames = []
+    frames = [Atoms("Ni", positions=[[0.0, 0.0, 0.0]], pbc=False)]   # an isolated atom: a frame without edges
+    frames[0].calc = LennardJones(sigma=1.5, epsilon=0.05, rc=3.0, smooth=True)
+    frames[0].get_potential_energy()
     for k in range(count):
         n = 4 + k % 3
         cell = TRICLINIC @ (np.eye(3) + 0.03 * rng.normal(size=(3, 3)))
@@ -51,7 +54,7 @@ def lj_frames(count, seed):
 @pytest.fixture(scope="module")
 def xyz(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("xyz") / "lj.xyz")
-    ase.io.write(path, lj_frames(8, seed=4), format="extxyz")
+    ase.io.write(path, lj_frames(8, seed=4), format="extxyz")   # 9 frames
     return path
 
 
@@ -71,12 +74,12 @@ def test_train_on_extxyz_end_to_end(xyz, tmp_path):
         seen += [] if x in seen else [x]
     assert ckpt["hyperparameters"]["species"] == seen and ckpt["train_frames"] == 6
     final = ckpt["curve"]["validation"][-1]
-    assert final["final"] and final["frames"] == 2 and final["virial_rmse_meV_per_atom"] > 0
+    assert final["final"] and final["frames"] == 3 and final["virial_rmse_meV_per_atom"] > 0
     for name in ("parity_energy.png", "parity_forces.png"):
         assert os.path.getsize(os.path.join(out, name)) > 0
     with open(os.path.join(out, "validation.json")) as f:
         val = json.load(f)
-    assert val["frames"] == 2 and abs(val["force_rmse_meV_per_A"] - final["force_rmse_meV_per_A"]) < 1e-6
+    assert val["frames"] == 3 and abs(val["force_rmse_meV_per_A"] - final["force_rmse_meV_per_A"]) < 1e-6
     # export, then evaluate the file on the same frames: the metrics of the training run's parity plots
     pt = str(tmp_path / "m.pt")
     export.main([os.path.join(out, "checkpoint.pt"), pt])
@@ -144,7 +147,7 @@ def test_virial_loss_terms(xyz):
     model.hp.species = ["Ni", "Al"]
     model.E_ref = torch.zeros(3, dtype=torch.float64)
     model.embed = torch.nn.Parameter(torch.randn(3, 8, dtype=torch.float64))
-    frames = prepare(read_source(xyz + "@:2"), ["Ni", "Al", "H"], model.hp.r_c)
+    frames = prepare(read_source(xyz + "@1:3"), ["Ni", "Al", "H"], model.hp.r_c)
     batch = batch_frames(frames, torch.float64, "cpu")
     *_, dw = train.loss_terms(model, batch, training=False, with_virial=True)
     from conftest import compute
@@ -161,7 +164,7 @@ def test_stress_weight_enters_the_loss(xyz, tmp_path):
     runs = {}
     for w in ("0", "1"):
         out = str(tmp_path / w)
-        train.main(["--train", xyz + "@:2", "--val", xyz + "@2:3", "--out", out, "--steps", "1", "--stress-weight", w,
+        train.main(["--train", xyz + "@1:3", "--val", xyz + "@3:4", "--out", out, "--steps", "1", "--stress-weight", w,
                     "--no-parity-plots", "--progress", "lines"] + TINY)
         runs[w] = load_checkpoint(os.path.join(out, "checkpoint.pt"))["model"]["embed"]
     assert not torch.equal(runs["0"], runs["1"])
