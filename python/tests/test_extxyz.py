@@ -183,3 +183,27 @@ def test_deepmd_system_and_sizes(tmp_path):
         write_deepmd(system, **override)
         with pytest.raises(DataError, match=message):
             read_source(os.path.join(system, "set.000"))
+
+
+def test_extxyz_and_deepmd_give_the_same_frames(tmp_path):
+    """The same labelled frames written in both formats read back alike (to the 8 decimals of the text file)."""
+    system = str(tmp_path / "sys")
+    write_deepmd(system)
+    deepmd = read_source(system)
+    images = []
+    for fr in deepmd:
+        atoms = Atoms(fr.symbols.tolist(), positions=fr.positions, cell=fr.cell, pbc=True)
+        atoms.calc = SinglePointCalculator(atoms, energy=fr.energy, forces=fr.forces)
+        atoms.info["virial"] = fr.virial
+        images.append(atoms)
+    path = str(tmp_path / "same.xyz")
+    ase.io.write(path, images, format="extxyz")
+    xyz = read_source(path)
+    prepare(deepmd, ["Ni", "H"], 4.0)
+    prepare(xyz, ["Ni", "H"], 4.0)
+    for a, b in zip(deepmd, xyz):
+        assert np.array_equal(a.species, b.species) and a.pbc == b.pbc
+        for name in ("positions", "cell", "forces", "virial"):
+            assert np.allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-7), name
+        assert abs(a.energy - b.energy) < 1e-7
+        assert np.array_equal(a.sender, b.sender) and np.array_equal(a.shifts, b.shifts)
