@@ -35,6 +35,10 @@ def read_config(path: str) -> Dict:
 
 
 def _convert_one(action, value, where):
+    if isinstance(value, dict) and len(value) == 1 and None in value.values():
+        # YAML reads a plain scalar ending in ':' (such as a frame range md.xyz@900:) as a mapping
+        text = f"{next(iter(value))}:"
+        raise SystemExit(f"{where}: YAML read {text!r} as a mapping; quote it: '{text}'")
     if isinstance(value, (dict, list)):
         raise SystemExit(f"{where}: expected a single value, got {value!r}")
     if action.type is None:

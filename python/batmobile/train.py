@@ -415,7 +415,8 @@ def load_data(args, say):
     if shared:
         say(f"warning: {len(shared)} validation frames are also training frames (e.g. {sorted(shared)[0]})")
     sizes = sorted({len(fr.species) for fr in train})
-    say(f"species {' '.join(args.species)}; training frames of {sizes[0]}-{sizes[-1]} atoms, "
+    size = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    say(f"species {' '.join(args.species)}; training frames of {size} atoms, "
         f"{sum(fr.virial is not None for fr in train)} with a virial")
     return train, val
 

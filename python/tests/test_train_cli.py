@@ -128,6 +128,10 @@ def test_config_json_and_errors(tmp_path):
         f.write("species: [NO, H]\n")      # YAML 1.1 reads an unquoted NO as false
     with pytest.raises(SystemExit, match="read as a boolean; quote it"):
         train.parse_args(["--config", yml])
+    with open(yml, "w") as f:
+        f.write("val:\n  - md.xyz@900:\n")
+    with pytest.raises(SystemExit, match="YAML read 'md.xyz@900:' as a mapping; quote it"):
+        train.parse_args(["--config", yml])
 
 
 def test_data_errors_name_the_frame(xyz, tmp_path):
