@@ -66,6 +66,7 @@ TINY = ["--C", "4", "--T", "1", "--H", "4", "--Hr", "4", "--A", "2", "--dk", "2"
 def test_train_on_extxyz_end_to_end(xyz, tmp_path):
     out = str(tmp_path / "run")
     train.main(["--train", xyz + "@:6", "--val", xyz + "@6:", "--out", out, "--steps", "4", "--stress-weight", "1",
+                "--batch-frames", "3",
                 "--progress", "lines"] + TINY)
     ckpt = load_checkpoint(os.path.join(out, "checkpoint.pt"))
     first = read_source(xyz)
