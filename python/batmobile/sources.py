@@ -33,8 +33,8 @@ def _read_path(path: str, keys: Dict) -> List[Frame]:
         sets = sorted(glob.glob(os.path.join(path, "set.*")))
         if os.path.exists(os.path.join(path, "type.raw")) and sets:
             return [fr for s in sets for fr in read_deepmd_set(s)]
-        raise DataError(f"{path}: a directory that is neither a DeePMD set (in a directory with type.raw) nor a DeePMD system "
-                        f"(type.raw and set.*)")
+        raise DataError(f"{path}: a directory that is neither a DeePMD set (in a directory with type.raw) nor a "
+                        f"DeePMD system (type.raw and set.*)")
     from .extxyz import read_extxyz
     return read_extxyz(path, **keys)
 

@@ -6,10 +6,11 @@ frame range; the validation data are given explicitly (no random split of correl
 --species, or the elements in the order they first appear in the training data. A config file (YAML or JSON,
 batmobile/config.py) gives any option; flags override it.
 
-Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2), s = energy_scale (force RMS of the training
-set), so both terms are dimensionless; w_E rises linearly from --energy-weight to --energy-weight-final over the run
-when the latter is given. Adam, EMA of the weights (validation and checkpoints' "ema" are the EMA weights), cosine
-learning-rate decay over the whole run: --steps and --total-minutes (alias --max-minutes) define the run, and the
+Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2) [+ w_S * mean((dW / N / s)^2) over the frames
+with a virial, --stress-weight], s = energy_scale (force RMS of the training set), so the terms are dimensionless;
+w_E rises linearly from --energy-weight to --energy-weight-final over the run when the latter is given. Adam, EMA
+of the weights (validation and checkpoints' "ema" are the EMA weights), cosine learning-rate decay over the whole
+run: --steps and --total-minutes (alias --max-minutes) define the run, and the
 schedule follows whichever of the two runs out first, so a time-limited run still anneals.
 
 A run may be split over several calls: --chunk-steps / --chunk-minutes end this call early, and --resume continues
@@ -447,8 +448,8 @@ def main(argv=None):
         stats = dataset_statistics(train, len(args.species))
         scale = stats["force_rms"] if args.energy_scale_from == "force_rms" else stats["energy_residual_std_per_atom"]
         if not scale > 0:
-            raise DataError(f"the training data give energy_scale {scale} (--energy-scale-from {args.energy_scale_from}); "
-                            f"it must be positive")
+            raise DataError(f"the training data give energy_scale {scale} "
+                            f"(--energy-scale-from {args.energy_scale_from}); it must be positive")
         hp = Hyperparameters(species=list(args.species), r_c=args.r_c, L=args.L, C=args.C, T=args.T, NB=args.NB,
                              H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
@@ -543,7 +544,8 @@ def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
             paths = parity_plots(*res, args.out, "")
             with open(os.path.join(args.out, "validation.json"), "w") as f:
                 json.dump({"frames": len(val_all), "step": tr.step, **metrics(*res)}, f, indent=1)
-            say(f"parity plots (EMA, float64): {', '.join(paths)}; metrics: {os.path.join(args.out, 'validation.json')}")
+            say(f"parity plots (EMA, float64): {', '.join(paths)}; "
+                f"metrics: {os.path.join(args.out, 'validation.json')}")
     else:
         m = validate(ema_model, val_monitor, tr.dtype, tr.device)
         say(f"end of chunk at step {tr.step}/{args.steps}: validation (EMA, {len(val_monitor)} frames) "
