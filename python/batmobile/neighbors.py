@@ -96,6 +96,10 @@ def _pairs_within(points: np.ndarray, atom: np.ndarray, offsets: np.ndarray,
         m = order[first + np.arange(len(i))]
         d = (points[atom[m]] - points[i]) + offsets[m]
         d2 = np.einsum("ij,ij->i", d, d)
+        same = (d2 == 0.0) & (atom[m] != i)   # distance 0 other than an atom's own S = 0 image
+        if same.any():
+            raise ValueError(f"atoms {int(i[same][0])} and {int(atom[m][same][0])} (or its periodic image) are at the "
+                             f"same position")
         close = (d2 < r_c * r_c) & (d2 > 0.0)
         found_i.append(i[close])
         found_m.append(m[close])

@@ -60,5 +60,8 @@ def prepare(frames: List[Frame], species: Sequence[str], r_c: float) -> List[Fra
     """Species indices and neighbour lists of frames read by read_sources."""
     assign_species(frames, species)
     for fr in frames:
-        fr.build_neighbors(r_c)
+        try:
+            fr.build_neighbors(r_c)
+        except ValueError as e:
+            raise DataError(f"{fr.origin}: {e}") from None
     return frames

@@ -144,6 +144,14 @@ def test_bad_extxyz_frames(tmp_path, second, message):
         read_source(path)
 
 
+def test_coinciding_atoms(tmp_path):
+    path = str(tmp_path / "same.xyz")
+    with open(path, "w") as f:
+        f.write(FRAME + FRAME.replace("H 0.8 0 0", "H 5 0 0"))    # atom 1 on the image of atom 0
+    with pytest.raises(DataError, match=r"same.xyz frame 1: atoms [01] and [01] \(or its periodic image\) are at"):
+        prepare(read_source(path), ["H"], 3.0)
+
+
 def test_unknown_species_and_missing_file(xyz_file, tmp_path):
     frames = read_source(xyz_file)
     with pytest.raises(DataError, match=r"mixed.xyz frame 0: element\(s\) \['Al', 'Ni'\] not in the model's species"):
