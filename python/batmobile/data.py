@@ -1,12 +1,13 @@
-"""Reader for DeePMD "npy" data sets (type_map.raw, type.raw, set.NNN/{coord,force,energy,box}.npy)."""
+"""Training frames: the Frame record, the DeePMD "npy" reader (type_map.raw, type.raw,
+set.NNN/{coord,force,energy,box}.npy), species assignment, dataset statistics and batching."""
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from .neighbors import neighbor_list, wrap_positions
+from .neighbors import complete_cell, neighbor_list, wrap_positions
 
 # The shared DFT water frames are bundled in the repository (data/water, see its README for source and licence);
 # BATMOBILE_WATER_DATA points elsewhere.
@@ -17,45 +18,106 @@ TRAIN_SETS = ("data_0/set.000", "data_1/set.000", "data_1/set.001")
 VALIDATION_SETS = ("data_2/set.000",)
 
 
+class DataError(ValueError):
+    """Bad training or validation data; the message names the file and, where it applies, the frame."""
+
+
 @dataclass
 class Frame:
-    positions: np.ndarray   # (N, 3) float64, wrapped into the cell
-    cell: np.ndarray        # (3, 3) rows = lattice vectors
-    species: np.ndarray     # (N,) int64, index into the model's species list
+    positions: np.ndarray   # (N, 3) float64, wrapped into the cell along its periodic directions
+    cell: np.ndarray        # (3, 3) rows = lattice vectors (non-periodic ones only make it invertible)
+    species: Optional[np.ndarray]   # (N,) int64, index into the model's species list (None until assigned)
     energy: float
     forces: np.ndarray      # (N, 3)
+    pbc: Tuple[bool, bool, bool] = (True, True, True)
+    virial: Optional[np.ndarray] = None   # (3, 3) eV, W = -dE/dstrain (LAMMPS's sign), when the data have it
+    symbols: Optional[np.ndarray] = None  # (N,) element names as the file gives them
+    origin: str = ""                      # file and frame, for error messages
     sender: Optional[np.ndarray] = None
     receiver: Optional[np.ndarray] = None
     shifts: Optional[np.ndarray] = None
 
     def build_neighbors(self, r_c: float) -> None:
-        self.sender, self.receiver, self.shifts = neighbor_list(self.positions, self.cell, r_c)
+        self.sender, self.receiver, self.shifts = neighbor_list(self.positions, self.cell, r_c, self.pbc)
 
     def edge_lengths(self) -> np.ndarray:
         vec = self.positions[self.sender] - self.positions[self.receiver] + self.shifts @ self.cell
         return np.linalg.norm(vec, axis=1)
 
 
-def read_set(root: str, set_path: str, species: Sequence[str]) -> List[Frame]:
-    """Frames of one DeePMD set, e.g. set_path = "data_0/set.000"; species maps names to model indices."""
-    system_dir = os.path.join(root, os.path.dirname(set_path))
+def assign_species(frames: List[Frame], species: Sequence[str]) -> None:
+    """Sets each frame's species indices from its element names; an element outside `species` is an error."""
+    index = {name: k for k, name in enumerate(species)}
+    for fr in frames:
+        unknown = sorted(set(fr.symbols.tolist()) - set(index))
+        if unknown:
+            raise DataError(f"{fr.origin}: element(s) {unknown} not in the model's species {list(species)}")
+        fr.species = np.array([index[x] for x in fr.symbols.tolist()], dtype=np.int64)
+
+
+def species_in_order(frames: List[Frame]) -> List[str]:
+    """Element names in the order of their first appearance in the frames."""
+    seen = {}
+    for fr in frames:
+        for x in fr.symbols.tolist():
+            seen.setdefault(x, len(seen))
+    return list(seen)
+
+
+def _load_array(directory: str, name: str, num_frames: Optional[int], per_frame: int, where: str) -> np.ndarray:
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        raise DataError(f"{where}: {name} is missing")
+    a = np.load(path).astype(np.float64)
+    a = a.reshape(len(a), -1) if a.ndim > 0 else a.reshape(1, 1)
+    if a.shape[1] != per_frame or (num_frames is not None and len(a) != num_frames):
+        expected = f"[{num_frames if num_frames is not None else 'frames'}, {per_frame}]"
+        raise DataError(f"{where}: {name} has shape {list(a.shape)}; expected {expected}")
+    if not np.isfinite(a).all():
+        raise DataError(f"{where}: {name} contains non-finite values")
+    return a
+
+
+def read_deepmd_set(set_dir: str) -> List[Frame]:
+    """Frames of one DeePMD set directory (species not yet assigned). Optional: virial.npy (eV, 9 per frame, the
+    sign of LAMMPS's virial), a `nopbc` file in the system directory (then box.npy may be absent)."""
+    system_dir = os.path.dirname(os.path.normpath(set_dir))
+    for name in ("type_map.raw", "type.raw"):
+        if not os.path.exists(os.path.join(system_dir, name)):
+            raise DataError(f"{set_dir}: {name} is missing in {system_dir}")
     type_map = open(os.path.join(system_dir, "type_map.raw")).read().split()
     types = np.loadtxt(os.path.join(system_dir, "type.raw"), dtype=np.int64).reshape(-1)
-    missing = [type_map[t] for t in set(types.tolist()) if type_map[t] not in species]
-    if missing:
-        raise ValueError(f"{set_path}: element(s) {missing} not in model species {list(species)}")
-    model_species = np.array([list(species).index(type_map[t]) for t in types], dtype=np.int64)
-    d = os.path.join(root, set_path)
-    coord = np.load(os.path.join(d, "coord.npy")).astype(np.float64)
-    force = np.load(os.path.join(d, "force.npy")).astype(np.float64)
-    energy = np.load(os.path.join(d, "energy.npy")).astype(np.float64).reshape(-1)
-    box = np.load(os.path.join(d, "box.npy")).astype(np.float64)
+    if len(types) == 0 or types.min() < 0 or types.max() >= len(type_map):
+        raise DataError(f"{set_dir}: type.raw holds types outside 0..{len(type_map) - 1} of type_map.raw")
     n = len(types)
+    energy = _load_array(set_dir, "energy.npy", None, 1, set_dir).reshape(-1)
+    nf = len(energy)
+    coord = _load_array(set_dir, "coord.npy", nf, 3 * n, set_dir)
+    force = _load_array(set_dir, "force.npy", nf, 3 * n, set_dir)
+    periodic = not os.path.exists(os.path.join(system_dir, "nopbc"))
+    box = _load_array(set_dir, "box.npy", nf, 9, set_dir) if periodic else np.zeros((nf, 9))
+    has_virial = os.path.exists(os.path.join(set_dir, "virial.npy"))
+    virial = _load_array(set_dir, "virial.npy", nf, 9, set_dir) if has_virial else None
+    symbols = np.array([type_map[t] for t in types])
+    pbc = (periodic,) * 3
     frames = []
-    for f in range(len(energy)):
-        cell = box[f].reshape(3, 3)
-        frames.append(Frame(positions=wrap_positions(coord[f].reshape(n, 3), cell), cell=cell,
-                            species=model_species, energy=float(energy[f]), forces=force[f].reshape(n, 3)))
+    for f in range(nf):
+        where = f"{set_dir} frame {f}"
+        try:
+            cell = complete_cell(box[f].reshape(3, 3), pbc)
+        except ValueError as e:
+            raise DataError(f"{where}: {e}") from None
+        frames.append(Frame(positions=wrap_positions(coord[f].reshape(n, 3), cell, pbc), cell=cell, species=None,
+                            energy=float(energy[f]), forces=force[f].reshape(n, 3), pbc=pbc,
+                            virial=None if virial is None else virial[f].reshape(3, 3), symbols=symbols,
+                            origin=where))
+    return frames
+
+
+def read_set(root: str, set_path: str, species: Sequence[str]) -> List[Frame]:
+    """Frames of one DeePMD set, e.g. set_path = "data_0/set.000"; species maps names to model indices."""
+    frames = read_deepmd_set(os.path.join(root, set_path))
+    assign_species(frames, species)
     return frames
 
 
@@ -77,18 +139,20 @@ def dataset_statistics(frames: List[Frame], num_species: int) -> Dict:
     residual = energies - counts @ e_ref
     n_atoms = counts.sum(1)
     forces = np.concatenate([fr.forces.reshape(-1) for fr in frames])
+    n_edges = sum(len(fr.sender) for fr in frames)
     return {
         "E_ref": e_ref.tolist(),
         "force_rms": float(np.sqrt(np.mean(forces ** 2))),
         "energy_residual_std_per_atom": float(np.std(residual / n_atoms)),
-        "avg_num_neighbors": float(sum(len(fr.sender) for fr in frames) / n_atoms.sum()),
-        "min_distance": float(min(fr.edge_lengths().min() for fr in frames)),
+        "avg_num_neighbors": float(n_edges / n_atoms.sum()) if n_edges else 1.0,
+        # frames without edges (isolated atoms, e.g. for reference energies) have no pair distance
+        "min_distance": float(min(fr.edge_lengths().min() for fr in frames if len(fr.sender))) if n_edges else 0.0,
     }
 
 
 def batch_frames(frames: List[Frame], dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
     """Concatenate frames into one disjoint graph (per-edge cells handle different boxes)."""
-    pos, spc, snd, rcv, shf, cells, frame_of_atom, e, f = [], [], [], [], [], [], [], [], []
+    pos, spc, snd, rcv, shf, cells, frame_of_atom, e, f, w = [], [], [], [], [], [], [], [], [], []
     offset = 0
     for k, fr in enumerate(frames):
         n = len(fr.species)
@@ -101,6 +165,7 @@ def batch_frames(frames: List[Frame], dtype: torch.dtype, device) -> Dict[str, t
         frame_of_atom.append(np.full(n, k))
         e.append(fr.energy)
         f.append(fr.forces)
+        w.append(np.zeros((3, 3)) if fr.virial is None else fr.virial)
         offset += n
 
     def t(x, dt=dtype):
@@ -110,5 +175,6 @@ def batch_frames(frames: List[Frame], dtype: torch.dtype, device) -> Dict[str, t
         "positions": t(pos), "species": t(spc, torch.long), "sender": t(snd, torch.long),
         "receiver": t(rcv, torch.long), "shifts": t(shf, torch.long), "cell": t(cells),
         "frame_of_atom": t(frame_of_atom, torch.long), "energy": t(np.array(e)), "forces": t(f),
-        "num_atoms": t(np.array([len(fr.species) for fr in frames]), dtype),
+        "num_atoms": t(np.array([len(fr.species) for fr in frames]), dtype), "virial": t(np.stack(w)),
+        "has_virial": t(np.array([fr.virial is not None for fr in frames]), torch.bool),
     }

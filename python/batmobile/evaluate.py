@@ -1,6 +1,7 @@
-"""Evaluate a model file on DeePMD sets: python -m batmobile.evaluate MODEL.pt [--sets data_2/set.000]
+"""Evaluate a model file: python -m batmobile.evaluate MODEL.pt [--frames SOURCE ...] [--sets data_2/set.000]
 [--plots DIR] [--json metrics.json] [--card card.json] [--device cuda]. Prints energy/force MAE and RMSE, writes
-parity plots."""
+parity plots. --frames takes extended XYZ files or DeePMD directories, each optionally PATH@START:STOP
+(batmobile/sources.py); without it, the DeePMD sets --sets under --data."""
 import argparse
 import json
 import os
@@ -9,9 +10,10 @@ import time
 import numpy as np
 import torch
 
-from .data import DEFAULT_ROOT, VALIDATION_SETS, read_sets
+from .data import DEFAULT_ROOT, VALIDATION_SETS, DataError
 from .export import load_potential
 from .model import evaluate_structure
+from .sources import prepare, read_sources
 
 
 def predict(model, frames, dtype=torch.float64, device="cpu"):
@@ -50,7 +52,7 @@ def parity_plots(e_ref, e_pred, f_ref, f_pred, n_atoms, out_dir, prefix):
         ax.scatter(x, y, s=3 if name == "forces" else 10, alpha=0.5)
         lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set_xlabel(f"DFT {name} [{unit}]")
+        ax.set_xlabel(f"reference {name} [{unit}]")
         ax.set_ylabel(f"model {name} [{unit}]")
         rmse = np.sqrt(np.mean((y - x) ** 2))
         ax.set_title(f"{name}: RMSE {1e3 * rmse:.2f} m{unit}")
@@ -67,6 +69,10 @@ def main(argv=None):
     p.add_argument("model")
     p.add_argument("--data", default=DEFAULT_ROOT)
     p.add_argument("--sets", nargs="+", default=list(VALIDATION_SETS))
+    p.add_argument("--frames", nargs="+", default=None, metavar="SOURCE",
+                   help="extended XYZ files or DeePMD directories, each optionally PATH@START:STOP")
+    for kind in ("energy", "forces"):
+        p.add_argument(f"--{kind}-key", default=kind, help=f"extended XYZ key of the {kind}")
     p.add_argument("--plots", default=None, help="directory for parity PNGs")
     p.add_argument("--prefix", default="", help="file-name prefix of the PNGs")
     p.add_argument("--json", default=None, help="write the metrics here")
@@ -74,7 +80,9 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", help="cpu, cuda, ... (float64 everywhere)")
     a = p.parse_args(argv)
     model = load_potential(a.model)
-    frames = read_sets(a.data, a.sets, model.hp.species, model.hp.r_c)
+    specs = a.frames or [os.path.join(a.data, s) for s in a.sets]
+    frames = prepare(read_sources(specs, {"energy_key": a.energy_key, "forces_key": a.forces_key}),
+                     model.hp.species, model.hp.r_c)
     t0 = time.time()
     res = predict(model, frames, device=a.device)
     m = metrics(*res)
@@ -88,7 +96,8 @@ def main(argv=None):
     if a.card:
         header = model.header
         training = header.get("training", {}) or {}
-        card = {"data": f"{a.data} (train: {' + '.join(training.get('train_sets') or ['data_0/set.000', 'data_1/set.000', 'data_1/set.001'])}; validation: {' + '.join(a.sets)})",
+        where = "" if a.frames else f"{a.data} "
+        card = {"data": f"{where}(train: {' + '.join(training.get('train_sets') or ['data_0/set.000', 'data_1/set.000', 'data_1/set.001'])}; validation: {' + '.join(a.frames or a.sets)})",
                 "train_frames": training.get("train_frames"), "validation_frames": len(frames),
                 "validation": {k: m[k] for k in ("energy_rmse_meV_per_atom", "force_rmse_meV_per_A",
                                                  "force_mae_meV_per_A")},
@@ -101,4 +110,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except DataError as e:
+        raise SystemExit(f"error: {e}")

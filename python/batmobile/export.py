@@ -160,7 +160,8 @@ def main(argv=None):
     model = model_from_checkpoint(ckpt, use_ema=not a.raw_weights)
     training = {k: ckpt.get(k) for k in ("train_command", "device", "train_frames", "step", "elapsed_seconds")}
     training["statistics"] = ckpt.get("statistics")
-    training["train_sets"] = (ckpt.get("args") or {}).get("train_sets")
+    run_args = ckpt.get("args") or {}
+    training["train_sets"] = run_args.get("train") or run_args.get("train_sets")
     save_potential(model, a.output, {"training": training})
     print(f"wrote {a.output} ({'raw' if a.raw_weights else 'EMA'} weights, step {ckpt.get('step')})")
 

@@ -286,11 +286,13 @@ class BatmobileModel(nn.Module):
 
 def evaluate_structure(model: BatmobileModel, positions: torch.Tensor, species: torch.Tensor, cell: torch.Tensor,
                        sender: torch.Tensor, receiver: torch.Tensor, shifts: torch.Tensor,
-                       training: bool = False, virial: bool = False) -> Dict[str, torch.Tensor]:
+                       training: bool = False, virial: bool = False,
+                       edge_terms: bool = False) -> Dict[str, torch.Tensor]:
     """Energy, per-atom energies and forces (and virials) of one or more structures.
 
     shifts: integer cell offsets (E, 3) so that r_ij = x_j - x_i + shifts @ cell. For batched structures pass
-    cell as (E, 3, 3) per-edge cells. With training=True the graph is kept for a force loss.
+    cell as (E, 3, 3) per-edge cells. With training=True the graph is kept for a force loss. edge_terms=True adds
+    the edge vectors r_ij and dE/dr_ij (with the graph when training), from which a virial loss is built.
     """
     if cell.dim() == 2:
         offset = shifts.to(positions.dtype) @ cell
@@ -307,6 +309,8 @@ def evaluate_structure(model: BatmobileModel, positions: torch.Tensor, species: 
     forces = torch.zeros(N, 3, dtype=dE_dr.dtype, device=dE_dr.device)
     forces = forces.index_add(0, receiver, dE_dr).index_add(0, sender, -dE_dr)
     out = {"energy": energy, "atomic_energies": atomic, "forces": forces}
+    if edge_terms:
+        out["edge_vectors"], out["edge_gradients"] = edge_vec, dE_dr
     if virial:
         # per-edge tally W_e = -(r (x) g + g (x) r) / 2, g = dE/dr_ij: symmetric per edge, so the per-atom virials
         # are symmetric too; the sum equals -sum r (x) g, which is symmetric for a rotation-invariant E

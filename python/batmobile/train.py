@@ -1,9 +1,16 @@
-"""Train a Batmobile model: python -m batmobile.train --out runs/water [options].
+"""Train a Batmobile model: python -m batmobile.train --train FILE[@START:STOP] ... --val FILE[@START:STOP] ...
+--out runs/mine [--config run.yaml] [options]; without --train, DeePMD sets under --data (--train-sets, --val-sets).
 
-Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2), s = energy_scale (force RMS of the training
-set), so both terms are dimensionless; w_E rises linearly from --energy-weight to --energy-weight-final over the run
-when the latter is given. Adam, EMA of the weights (validation and checkpoints' "ema" are the EMA weights), cosine
-learning-rate decay over the whole run: --steps and --total-minutes (alias --max-minutes) define the run, and the
+Data (batmobile/sources.py): extended XYZ files, DeePMD set or system directories, each optionally restricted to a
+frame range; the validation data are given explicitly (no random split of correlated frames). The species are
+--species, or the elements in the order they first appear in the training data. A config file (YAML or JSON,
+batmobile/config.py) gives any option; flags override it.
+
+Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2) [+ w_S * mean((dW / N / s)^2) over the frames
+with a virial, --stress-weight], s = energy_scale (force RMS of the training set), so the terms are dimensionless;
+w_E rises linearly from --energy-weight to --energy-weight-final over the run when the latter is given. Adam, EMA
+of the weights (validation and checkpoints' "ema" are the EMA weights), cosine learning-rate decay over the whole
+run: --steps and --total-minutes (alias --max-minutes) define the run, and the
 schedule follows whichever of the two runs out first, so a time-limited run still anneals.
 
 A run may be split over several calls: --chunk-steps / --chunk-minutes end this call early, and --resume continues
@@ -25,13 +32,18 @@ import time
 import numpy as np
 import torch
 
-from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, batch_frames, dataset_statistics, read_sets
+from .config import apply_config
+from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, DataError, batch_frames, dataset_statistics, \
+    species_in_order
+from .evaluate import metrics, parity_plots, predict
 from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
+from .sources import prepare, read_sources
 
 # options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
 # checkpoint; --data (where the sets lie) and the per-call options may differ between calls
-RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
+RUN_OPTIONS = ("train", "val", "energy_key", "forces_key", "stress_key", "virial_key", "stress_weight",
+               "train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
                "energy_scale_from", "steps", "total_minutes", "batch_frames", "lr", "lr_final_fraction",
                "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
                "val_frames", "curve_every")
@@ -39,10 +51,17 @@ RUN_OPTIONS = ("train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", 
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=DEFAULT_ROOT)
+    p.add_argument("--config", default=None, help="YAML or JSON file of options (flags override it)")
+    p.add_argument("--train", nargs="+", default=None, metavar="SOURCE",
+                   help="training data: extended XYZ files or DeePMD directories, each optionally PATH@START:STOP")
+    p.add_argument("--val", nargs="+", default=None, metavar="SOURCE", help="validation data (needed with --train)")
+    for kind, default in (("energy", "energy"), ("forces", "forces"), ("stress", "stress"), ("virial", "virial")):
+        p.add_argument(f"--{kind}-key", default=default, help=f"extended XYZ key of the {kind} (default {default})")
+    p.add_argument("--data", default=DEFAULT_ROOT, help="root of the DeePMD sets of --train-sets / --val-sets")
     p.add_argument("--train-sets", nargs="+", default=list(TRAIN_SETS))
     p.add_argument("--val-sets", nargs="+", default=list(VALIDATION_SETS))
-    p.add_argument("--species", nargs="+", default=["O", "H"])
+    p.add_argument("--species", nargs="+", default=None,
+                   help="element names in model order (default: in order of appearance in the training data)")
     p.add_argument("--out", default="runs/water", help="directory for checkpoint.pt, log.txt, curve.json/png")
     for name, default in [("r_c", 5.0), ("L", 2), ("C", 32), ("T", 2), ("NB", 8), ("H", 32), ("A", 4), ("dk", 8),
                           ("Hr", 16)]:
@@ -61,6 +80,8 @@ def build_parser():
     p.add_argument("--energy-weight-final", type=float, default=None,
                    help="energy weight at the end of the run, reached linearly (default: constant)")
     p.add_argument("--force-weight", type=float, default=1.0)
+    p.add_argument("--stress-weight", type=float, default=0.0,
+                   help="weight of the virial term, mean((dW / N / s)^2) over frames that have a stress or virial")
     p.add_argument("--ema", type=float, default=0.99)
     p.add_argument("--val-every", type=int, default=100)
     p.add_argument("--val-frames", type=int, default=8, help="validation frames during training (0 = all)")
@@ -72,18 +93,27 @@ def build_parser():
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--progress", choices=["auto", "bar", "lines"], default="auto",
+                   help="a progress bar (auto: when the terminal shows one and tqdm is installed) or lines only")
+    p.add_argument("--parity-plots", action=argparse.BooleanOptionalAction, default=True,
+                   help="at the end: OUT/parity_energy.png, parity_forces.png and validation.json (float64)")
     return p
 
 
 def parse_args(argv=None):
-    """The options, and the names of those given on the command line (they override a checkpoint's)."""
+    """The options, and the names of those given on the command line or in --config (they override a
+    checkpoint's)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    config = pre.parse_known_args(argv)[0].config
     parser = build_parser()
+    from_file = apply_config(parser, config) if config else set()
     args = parser.parse_args(argv)
     given = argparse.Namespace()
     for action in parser._actions:
         action.default = argparse.SUPPRESS
     parser.parse_args(argv, namespace=given)
-    return args, set(vars(given))
+    return args, set(vars(given)) | from_file
 
 
 class EMA:
@@ -164,28 +194,43 @@ def energy_weight(args, progress):
     return args.energy_weight + (args.energy_weight_final - args.energy_weight) * progress
 
 
-def loss_terms(model, batch, training):
+def loss_terms(model, batch, training, with_virial=False):
+    """Per-frame energy error per atom and force errors; with_virial adds (frames with a virial, 3, 3) virial
+    errors per atom."""
     out = evaluate_structure(model, batch["positions"], batch["species"], batch["cell"], batch["sender"],
-                             batch["receiver"], batch["shifts"], training=training)
+                             batch["receiver"], batch["shifts"], training=training, edge_terms=with_virial)
     n_frames = batch["energy"].shape[0]
     e_pred = torch.zeros(n_frames, dtype=out["atomic_energies"].dtype, device=out["atomic_energies"].device)
     e_pred = e_pred.index_add(0, batch["frame_of_atom"], out["atomic_energies"])
     de_per_atom = (e_pred - batch["energy"]) / batch["num_atoms"]
     df = out["forces"] - batch["forces"]
-    return de_per_atom, df
+    if not with_virial:
+        return de_per_atom, df
+    # W = -sum_edges r (x) dE/dr per frame, symmetrised as in evaluate_structure
+    rg = out["edge_vectors"][:, :, None] * out["edge_gradients"][:, None, :]
+    frame_of_edge = batch["frame_of_atom"][batch["receiver"]]
+    w_pred = torch.zeros(n_frames, 3, 3, dtype=rg.dtype, device=rg.device)
+    w_pred = w_pred.index_add(0, frame_of_edge, -0.5 * (rg + rg.transpose(1, 2)))
+    has = batch["has_virial"]
+    dw = (w_pred[has] - batch["virial"][has]) / batch["num_atoms"][has][:, None, None]
+    return de_per_atom, df, dw
 
 
 def validate(model, frames, dtype, device):
-    de, df = [], []
+    de, df, dw = [], [], []
     for fr in frames:
         b = batch_frames([fr], dtype, device)
-        e, f = loss_terms(model, b, training=False)
+        e, f, w = loss_terms(model, b, training=False, with_virial=True)
         de.append(e.detach())
         df.append(f.detach().reshape(-1))
-    de, df = torch.cat(de), torch.cat(df)
-    return {"energy_rmse_meV_per_atom": 1e3 * de.pow(2).mean().sqrt().item(),
-            "force_rmse_meV_per_A": 1e3 * df.pow(2).mean().sqrt().item(),
-            "force_mae_meV_per_A": 1e3 * df.abs().mean().item()}
+        dw.append(w.detach().reshape(-1))
+    de, df, dw = torch.cat(de), torch.cat(df), torch.cat(dw)
+    m = {"energy_rmse_meV_per_atom": 1e3 * de.pow(2).mean().sqrt().item(),
+         "force_rmse_meV_per_A": 1e3 * df.pow(2).mean().sqrt().item(),
+         "force_mae_meV_per_A": 1e3 * df.abs().mean().item()}
+    if len(dw):
+        m["virial_rmse_meV_per_atom"] = 1e3 * dw.pow(2).mean().sqrt().item()
+    return m
 
 
 def select_device(name):
@@ -292,9 +337,12 @@ class Trainer:
             g["lr"] = lr
         batch = batch_frames([self.train[i] for i in self.order.take(args.batch_frames)], self.dtype, self.device)
         self.model.train()
-        de, df = loss_terms(self.model, batch, training=True)
+        with_virial = args.stress_weight > 0 and bool(batch["has_virial"].any())
+        de, df, *dw = loss_terms(self.model, batch, training=True, with_virial=with_virial)
         s = self.hp.energy_scale
         loss = w_e * (de / s).pow(2).mean() + args.force_weight * (df / s).pow(2).mean()
+        if with_virial:
+            loss = loss + args.stress_weight * (dw[0] / s).pow(2).mean()
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -323,19 +371,64 @@ class Trainer:
         os.replace(path + ".tmp", path)
 
 
+class Log:
+    """Messages to stdout and OUT/log.txt; while a progress bar runs, printed above it."""
+
+    def __init__(self, path):
+        self.file = open(path, "a")
+        self.bar = None
+
+    def __call__(self, msg):
+        if self.bar is not None:
+            self.bar.write(msg, file=sys.stdout)
+        else:
+            print(msg, flush=True)
+        self.file.write(msg + "\n")
+        self.file.flush()
+
+
+def data_sources(args):
+    """(training, validation) source specs: --train / --val, or the DeePMD sets under --data."""
+    if args.train:
+        if not args.val:
+            raise DataError("--train needs --val: frames of one trajectory are correlated, so no random split is "
+                            "made; give separate files or frame ranges, e.g. --train md.xyz@:800 --val md.xyz@800:")
+        return list(args.train), list(args.val)
+    val = args.val or [os.path.join(args.data, s) for s in args.val_sets]
+    return [os.path.join(args.data, s) for s in args.train_sets], list(val)
+
+
+def load_data(args, say):
+    """Training and validation frames with species and neighbour lists; sets args.species when not given."""
+    keys = {k: getattr(args, k) for k in ("energy_key", "forces_key", "stress_key", "virial_key")}
+    train_specs, val_specs = data_sources(args)
+    train, val = read_sources(train_specs, keys), read_sources(val_specs, keys)
+    if args.species is None:
+        args.species = species_in_order(train)
+    elif len(set(args.species)) != len(args.species):
+        raise DataError(f"--species {' '.join(args.species)}: a species is named twice")
+    absent = sorted(set(args.species) - set(species_in_order(train)))
+    if absent:
+        say(f"warning: species {absent} have no atoms in the training data; the model learns nothing about them")
+    prepare(train, args.species, args.r_c)
+    prepare(val, args.species, args.r_c)
+    shared = {fr.origin for fr in train} & {fr.origin for fr in val}
+    if shared:
+        say(f"warning: {len(shared)} validation frames are also training frames (e.g. {sorted(shared)[0]})")
+    sizes = sorted({len(fr.species) for fr in train})
+    size = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    say(f"species {' '.join(args.species)}; training frames of {size} atoms, "
+        f"{sum(fr.virial is not None for fr in train)} with a virial")
+    return train, val
+
+
 def main(argv=None):
     args, given = parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     ckpt_path = os.path.join(args.out, "checkpoint.pt")
-    log = open(os.path.join(args.out, "log.txt"), "a")
-
-    def say(msg):
-        print(msg, flush=True)
-        log.write(msg + "\n")
-        log.flush()
-
+    say = Log(os.path.join(args.out, "log.txt"))
     ckpt = load_checkpoint(ckpt_path, map_location="cpu") if args.resume and os.path.exists(ckpt_path) else None
     if ckpt is not None:
         overridden = resolve_resume(args, given, ckpt)
@@ -347,14 +440,16 @@ def main(argv=None):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    train = read_sets(args.data, args.train_sets, args.species, args.r_c)
-    val = read_sets(args.data, args.val_sets, args.species, args.r_c)
+    train, val = load_data(args, say)
     val_monitor = val if args.val_frames <= 0 else val[:: max(1, len(val) // args.val_frames)][: args.val_frames]
     if ckpt is not None:
         hp, stats = Hyperparameters.from_dict(ckpt["hyperparameters"]), ckpt["statistics"]
     else:
         stats = dataset_statistics(train, len(args.species))
         scale = stats["force_rms"] if args.energy_scale_from == "force_rms" else stats["energy_residual_std_per_atom"]
+        if not scale > 0:
+            raise DataError(f"the training data give energy_scale {scale} "
+                            f"(--energy-scale-from {args.energy_scale_from}); it must be positive")
         hp = Hyperparameters(species=list(args.species), r_c=args.r_c, L=args.L, C=args.C, T=args.T, NB=args.NB,
                              H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
@@ -374,12 +469,26 @@ def main(argv=None):
     run_loop(args, tr, val_monitor, val, ckpt_path, device_name, say)
 
 
+def open_bar(args, tr, say):
+    """A tqdm progress bar over the run's steps, or None (--progress lines, no terminal, or no tqdm)."""
+    if args.progress == "lines" or (args.progress == "auto" and not sys.stderr.isatty()):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        if args.progress == "bar":
+            say("no progress bar: tqdm is not installed (Debian: python3-tqdm); progress lines only")
+        return None
+    return tqdm(total=args.steps, initial=tr.step, unit="step", dynamic_ncols=True, file=sys.stderr)
+
+
 def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
     t_start = time.time()
     first_step = tr.step
     total_s, chunk_s = 60.0 * args.total_minutes, 60.0 * args.chunk_minutes
     elapsed = lambda: tr.elapsed_before + time.time() - t_start
     finished = False
+    say.bar = open_bar(args, tr, say)
     while True:
         el = elapsed()
         if tr.step >= args.steps or (total_s > 0 and el >= total_s):
@@ -391,6 +500,10 @@ def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
         progress = schedule_progress(args, tr.step, el)
         lr, w_e = learning_rate(args, progress), energy_weight(args, progress)
         loss, de, df = tr.one_step(lr, w_e)
+        e_mae, f_rmse = 1e3 * de.abs().mean().item(), 1e3 * df.pow(2).mean().sqrt().item()
+        if say.bar is not None:
+            say.bar.update(1)
+            say.bar.set_postfix_str(f"loss {loss:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A", refresh=False)
         if tr.step % args.curve_every == 0:
             tr.record_train_point(elapsed(), lr, w_e)
         if tr.step % args.log_every == 0 or tr.step == first_step + 1:
@@ -398,8 +511,7 @@ def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
             limit = f"/{total_s:.0f}" if total_s > 0 else ""
             per_step = (time.time() - t_start) / (tr.step - first_step)
             say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({per_step:.3f} s/step) loss {loss:.4g} lr {lr:.2e} "
-                f"w_E {w_e:.3g} E {1e3 * de.abs().mean().item():.2f} meV/at "
-                f"F {1e3 * df.pow(2).mean().sqrt().item():.1f} meV/A")
+                f"w_E {w_e:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A")
         if tr.step % args.val_every == 0:
             metrics = validate(tr.ema.model_copy(tr.model), val_monitor, tr.dtype, tr.device)
             tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_monitor),
@@ -408,22 +520,40 @@ def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
         if tr.step % args.checkpoint_every == 0:
             tr.save(ckpt_path, elapsed(), False, device_name)
             write_curve(tr.curve, args.out, plot=False)
-    ema_model = tr.ema.model_copy(tr.model)
-    if finished and any(v.get("final") for v in tr.curve["validation"]):
-        say(f"the run finished before (step {tr.step}/{args.steps}); nothing to do")
-    elif finished:
-        metrics = validate(ema_model, val_all, tr.dtype, tr.device)
-        tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_all),
-                                       "final": True, **metrics})
-        say(f"final validation (EMA, all {len(val_all)} frames, {args.dtype}): {json.dumps(metrics)}")
-    else:
-        metrics = validate(ema_model, val_monitor, tr.dtype, tr.device)
-        say(f"end of chunk at step {tr.step}/{args.steps}: validation (EMA, {len(val_monitor)} frames) "
-            f"{json.dumps(metrics)}; continue with --resume")
+    if say.bar is not None:
+        say.bar.close()
+        say.bar = None
+    finish_run(args, tr, finished, val_monitor, val_all, elapsed, say)
     tr.save(ckpt_path, elapsed(), finished, device_name)
     write_curve(tr.curve, args.out, plot=True)
     say(f"checkpoint: {ckpt_path} (step {tr.step}, {elapsed():.0f} s trained{', finished' if finished else ''})")
 
 
+def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
+    """Validation at the end of a call; at the end of the run also the parity plots of all validation frames."""
+    ema_model = tr.ema.model_copy(tr.model)
+    if finished and any(v.get("final") for v in tr.curve["validation"]):
+        say(f"the run finished before (step {tr.step}/{args.steps}); nothing to do")
+    elif finished:
+        m = validate(ema_model, val_all, tr.dtype, tr.device)
+        tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_all),
+                                       "final": True, **m})
+        say(f"final validation (EMA, all {len(val_all)} frames, {args.dtype}): {json.dumps(m)}")
+        if args.parity_plots:
+            res = predict(ema_model, val_all, torch.float64, tr.device)
+            paths = parity_plots(*res, args.out, "")
+            with open(os.path.join(args.out, "validation.json"), "w") as f:
+                json.dump({"frames": len(val_all), "step": tr.step, **metrics(*res)}, f, indent=1)
+            say(f"parity plots (EMA, float64): {', '.join(paths)}; "
+                f"metrics: {os.path.join(args.out, 'validation.json')}")
+    else:
+        m = validate(ema_model, val_monitor, tr.dtype, tr.device)
+        say(f"end of chunk at step {tr.step}/{args.steps}: validation (EMA, {len(val_monitor)} frames) "
+            f"{json.dumps(m)}; continue with --resume")
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except DataError as e:
+        sys.exit(f"error: {e}")
