@@ -77,8 +77,6 @@ struct PairBatmobile::Impl {
   std::vector<std::unique_ptr<batmobile::Model<double, HostExec>>> members_d;
   std::vector<std::unique_ptr<batmobile::Model<float, HostExec>>> members_f;
   batmobile::Results<HostExec> member_results;
-  std::vector<double> member_forces, member_virials;  // (n_all x K x 3), (K x 6)
-  std::vector<char> model_atom;
   std::unique_ptr<LammpsExchange<double>> exchange_d;
   std::unique_ptr<LammpsExchange<float>> exchange_f;
   batmobile::Graph<HostExec> graph;
@@ -442,15 +440,13 @@ void PairBatmobile::committee_step(int nlocal, int nall)
 {
   Impl &I = *impl;
   const int K = committee->members();
-  I.member_forces.assign((size_t) nall * K * 3, 0.0);
-  I.member_virials.assign((size_t) K * 6, 0.0);
-  I.model_atom.assign(nlocal, 0);
-  for (int i = 0; i < nlocal; ++i) I.model_atom[i] = I.graph.species(i) >= 0;
+  committee_forces.assign((size_t) nall * K * 3, 0.0);
+  committee_virials.assign((size_t) K * 6, 0.0);
   auto take = [&](int k, batmobile::Results<HostExec> &r) {
     for (int n = 0; n < nall; ++n)
       if (I.graph.species(n) >= 0)
-        for (int a = 0; a < 3; ++a) I.member_forces[((size_t) n * K + k) * 3 + a] = r.f(n, a);
-    for (int v = 0; v < 6; ++v) I.member_virials[6 * k + v] = r.virial[v];
+        for (int a = 0; a < 3; ++a) committee_forces[((size_t) n * K + k) * 3 + a] = r.f(n, a);
+    for (int v = 0; v < 6; ++v) committee_virials[6 * k + v] = r.virial[v];
   };
   take(0, I.results);
   auto &r = I.member_results;
@@ -469,10 +465,18 @@ void PairBatmobile::committee_step(int nlocal, int nall)
     }
     take(k, r);
   }
-  // fold the ghosts' member forces onto their owners, as LAMMPS does for the first model's after compute()
-  comm_target.point_to(I.member_forces.data(), 3 * K);
+  committee_model_atom.assign(nlocal, 0);
+  for (int i = 0; i < nlocal; ++i) committee_model_atom[i] = I.graph.species(i) >= 0;
+  committee_finish(nlocal);
+}
+
+void PairBatmobile::committee_finish(int nlocal)
+{
+  // fold the ghosts' member forces onto their owners, as LAMMPS does for the dynamics' forces (ghost rows that the
+  // model already folded are zero and add nothing)
+  comm_target.point_to(committee_forces.data(), 3 * committee->members());
   comm->reverse_comm_pair(this);
-  committee->write_step(update->ntimestep, I.member_forces, I.member_virials, I.model_atom, nlocal);
+  committee->write_step(update->ntimestep, committee_forces, committee_virials, committee_model_atom, nlocal);
 }
 
 int PairBatmobile::pack_forward_comm(int n, int *list, double *buf, int, int *)

@@ -81,8 +81,12 @@ class PairBatmobile : public Pair {
   // The committee's further members (same species and cutoff as the first model, checked before).
   virtual void build_members(const std::vector<batmobile::ModelFile> &files);
   void load_members(const std::vector<std::string> &paths);
-  // On a committee step: the members' forces folded onto local atoms and their virials -> the deviation output.
+  // On a committee step: every member's forces and virial (committee_forces / committee_virials, filled by the
+  // style), folded onto the local atoms, then the deviation output (committee_finish).
   void committee_step(int nlocal, int nall);
+  void committee_finish(int nlocal);
+  std::vector<double> committee_forces, committee_virials;  // (n_all x K x 3), (K x 6) on the host
+  std::vector<char> committee_model_atom;                   // n_local: atom of a model species
   // pair_style keywords of a derived style: how many words of arg[0..narg) it took (0: not one of its keywords),
   // and the usage line for unknown keywords.
   virtual int settings_keyword(int /*narg*/, char ** /*arg*/) { return 0; }

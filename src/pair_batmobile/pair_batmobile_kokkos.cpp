@@ -134,6 +134,11 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   int graph_team = 1;  // threads per local atom of the edge-list build (graph_team; init_style)
   batmobile::Graph<Exec> graph;
   batmobile::Results<Exec> results;
+  // committee members 2..K (pair_batmobile_committee.h) and, on committee steps, the first model's forces apart
+  std::vector<std::unique_ptr<batmobile::Model<double, Exec>>> members_d;
+  std::vector<std::unique_ptr<batmobile::Model<float, Exec>>> members_f;
+  batmobile::Results<Exec> member_results;
+  Kokkos::View<double *[3], Kokkos::LayoutRight, Exec> first_forces;
   Kokkos::View<int *, Exec> type_species, count;
   // the edge list's closest squared distance and edge count, in device memory: the host reads both in one copy
   Kokkos::View<double[2], Exec> edge_stats;
@@ -199,9 +204,65 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
 template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::build_members(const std::vector<batmobile::ModelFile> &files)
 {
-  if (!files.empty())
-    throw std::runtime_error("batmobile/kk does not evaluate committees yet: run the committee with pair_style "
-                             "batmobile (without -sf kk / suffix)");
+  using Exec = typename KKImpl::Exec;
+  kk->members_d.clear();
+  kk->members_f.clear();
+  const auto backend = batmobile_pair::edge_backend(kernels_choice);
+  for (const auto &mf : files) {
+    if (single_precision)
+      kk->members_f.push_back(std::make_unique<batmobile::Model<float, Exec>>(mf, backend));
+    else
+      kk->members_d.push_back(std::make_unique<batmobile::Model<double, Exec>>(mf, backend));
+  }
+}
+
+// A committee step: the first model's forces (computed apart into first_forces) go into LAMMPS's, every member runs
+// on the same graph, and their forces and virials go to the host for the deviation (PairBatmobile::committee_finish).
+template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::committee_step_device(int nlocal, int nall)
+{
+  using Policy = Kokkos::RangePolicy<typename KKImpl::Exec>;
+  KKImpl &I = *kk;
+  const int K = committee->members();
+  auto f = atomKK->k_f.view<DeviceType>();
+  auto first = I.first_forces;
+  Kokkos::parallel_for(
+      "bm_kk_committee_add", Policy(0, nall), KOKKOS_LAMBDA(int n) {
+        for (int a = 0; a < 3; ++a) f(n, a) += first(n, a);
+      });
+  committee_forces.assign((size_t) nall * K * 3, 0.0);
+  committee_virials.assign((size_t) K * 6, 0.0);
+  const auto species = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), I.graph.species);
+  auto take = [&](int k, const batmobile::Results<typename KKImpl::Exec> &r) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.f);
+    for (int n = 0; n < nall; ++n)
+      if (species(n) >= 0)
+        for (int a = 0; a < 3; ++a) committee_forces[((size_t) n * K + k) * 3 + a] = h(n, a);
+    for (int v = 0; v < 6; ++v) committee_virials[6 * k + v] = r.virial[v];
+  };
+  take(0, I.results);
+  auto &r = I.member_results;
+  if (r.f.extent(0) < static_cast<size_t>(nall)) r.f = decltype(r.f)("bm_member_f", batmobile_pair::grow_capacity(nall));
+  r.want_energy = false;
+  r.want_virial = true;
+  r.add_forces = false;
+  for (int k = 1; k < K; ++k) {
+    // ghost rows a model leaves alone (it folded them) must read zero in the fold of committee_finish
+    Kokkos::deep_copy(r.f, 0.0);
+    try {
+      if (single_precision)
+        I.members_f[k - 1]->compute(I.graph, I.exchange_f.get(), r);
+      else
+        I.members_d[k - 1]->compute(I.graph, I.exchange_d.get(), r);
+    } catch (const std::exception &e) {
+      error->one(FLERR, "pair_style {}: committee member '{}': {}", style_label(), committee->member_paths()[k - 1],
+                 e.what());
+    }
+    take(k, r);
+  }
+  committee_model_atom.assign(nlocal, 0);
+  for (int i = 0; i < nlocal; ++i) committee_model_atom[i] = species(i) >= 0;
+  committee_finish(nlocal);
 }
 
 template <class DeviceType>
@@ -316,10 +377,21 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag, int vflag)
   I.counts = batmobile_kk::ExchangeCounts();
   // the model adds its forces to LAMMPS's force array itself (one pass over the atoms less; atoms of no model species
   // get zero from it). newton off: ghost rows are left alone, LAMMPS neither clears nor folds them
-  I.results.f = atomKK->k_f.view<DeviceType>();
-  I.results.add_forces = true;
-  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global, eflag_atom, vflag_atom, nlocal, nall,
-                            error, "batmobile/kk");
+  // On committee steps the first model's forces are kept apart for the deviation and added afterwards.
+  const bool committee_due = committee->due(update->ntimestep);
+  if (committee_due) {
+    if (I.first_forces.extent(0) < static_cast<size_t>(nall))
+      I.first_forces = decltype(I.first_forces)("bm_first_f", batmobile_pair::grow_capacity(nall));
+    Kokkos::deep_copy(I.first_forces, 0.0);
+    I.results.f = I.first_forces;
+    I.results.add_forces = false;
+  } else {
+    I.results.f = atomKK->k_f.view<DeviceType>();
+    I.results.add_forces = true;
+  }
+  batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
+                            nlocal, nall, error, "batmobile/kk");
+  if (committee_due) committee_step_device(nlocal, nall);
   batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile/kk", launch_settings());
   // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
   if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))

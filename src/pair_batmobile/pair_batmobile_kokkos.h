@@ -5,6 +5,7 @@
 
      pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]
                              [distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]
+                             [out_freq N] [out_file FILE]
 
    (docs/pair_style.md.) distance_check: when the closest pair of the edge list is checked against the model's
    training range: at once (immediate) or at the next evaluation, on thermo steps and at the end of a run
@@ -58,6 +59,7 @@ class PairBatmobileKokkos : public PairBatmobile {
   // compute()'s stages with device kernels (public: CUDA's device lambdas need a public enclosing function)
   void build_graph(int nlocal, int nall);
   void add_outputs(int nlocal, int nall);
+  void committee_step_device(int nlocal, int nall);
 
   // The host-buffer callbacks of PairBatmobile, counted for the exchange statistics (pvector).
   int pack_forward_comm(int, int *, double *, int, int *) override;
