@@ -454,15 +454,7 @@ void PairBatmobile::committee_step(int nlocal, int nall)
   r.want_energy = false;
   r.want_virial = true;
   for (int k = 1; k < K; ++k) {
-    try {
-      if (single_precision)
-        I.members_f[k - 1]->compute(I.graph, I.exchange_f.get(), r);
-      else
-        I.members_d[k - 1]->compute(I.graph, I.exchange_d.get(), r);
-    } catch (const std::exception &e) {
-      error->one(FLERR, "pair_style {}: committee member '{}': {}", style_label(), committee->member_paths()[k - 1],
-                 e.what());
-    }
+    batmobile_pair::run_member(I, single_precision, k, r, error, style_label(), committee->member_paths()[k - 1]);
     take(k, r);
   }
   committee_model_atom.assign(nlocal, 0);

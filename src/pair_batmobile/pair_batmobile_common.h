@@ -83,6 +83,22 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
   }
 }
 
+// Runs committee member k (>= 1: members_d/f[k - 1]) of a committee step on this step's graph into r, in the chosen
+// precision; its errors become a LAMMPS error naming the member's file. ImplT as run_model's, plus members_d/f.
+template <class ImplT, class ResultsT>
+void run_member(ImplT &I, bool single_precision, int k, ResultsT &r, Error *error, const char *style_name,
+                const std::string &path)
+{
+  try {
+    if (single_precision)
+      I.members_f[k - 1]->compute(I.graph, I.exchange_f.get(), r);
+    else
+      I.members_d[k - 1]->compute(I.graph, I.exchange_d.get(), r);
+  } catch (const std::exception &e) {
+    error->one(FLERR, "pair_style {}: committee member '{}': {}", style_name, path, e.what());
+  }
+}
+
 // Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) the style's settings in effect and how
 // the model's edge kernels launch (Model::launch_summary): "pair_style <name>: <settings>; <launch summary>".
 template <class ImplT>

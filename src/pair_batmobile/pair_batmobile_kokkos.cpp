@@ -249,15 +249,7 @@ void PairBatmobileKokkos<DeviceType>::committee_step_device(int nlocal, int nall
   for (int k = 1; k < K; ++k) {
     // ghost rows a model leaves alone (it folded them) must read zero in the fold of committee_finish
     Kokkos::deep_copy(r.f, 0.0);
-    try {
-      if (single_precision)
-        I.members_f[k - 1]->compute(I.graph, I.exchange_f.get(), r);
-      else
-        I.members_d[k - 1]->compute(I.graph, I.exchange_d.get(), r);
-    } catch (const std::exception &e) {
-      error->one(FLERR, "pair_style {}: committee member '{}': {}", style_label(), committee->member_paths()[k - 1],
-                 e.what());
-    }
+    batmobile_pair::run_member(I, single_precision, k, r, error, style_label(), committee->member_paths()[k - 1]);
     take(k, r);
   }
   committee_model_atom.assign(nlocal, 0);
