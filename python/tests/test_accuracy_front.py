@@ -1,13 +1,10 @@
 """bench/accuracy/accuracy_front.py merges a model card + MD benchmark, a metrics-only model and an e3nn result."""
-import importlib.util
 import json
 import os
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-spec = importlib.util.spec_from_file_location("accuracy_front", os.path.join(ROOT, "bench", "accuracy",
-                                                                              "accuracy_front.py"))
-front = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(front)
+from script_loader import load_script
+
+front = load_script("bench/accuracy/accuracy_front.py")
 
 
 def test_front_merges_points(tmp_path):
@@ -43,10 +40,7 @@ def test_front_merges_points(tmp_path):
 
 def test_card_speed_and_e3nn_speed_override(tmp_path):
     """A card's md_h200 block (written by add_md_speed.py) gives our speed; --e3nn-speed-from replaces e3nn's."""
-    spec2 = importlib.util.spec_from_file_location("add_md_speed", os.path.join(ROOT, "bench", "accuracy",
-                                                                              "add_md_speed.py"))
-    add = importlib.util.module_from_spec(spec2)
-    spec2.loader.exec_module(add)
+    add = load_script("bench/accuracy/add_md_speed.py")
     card = {"validation": {"force_rmse_meV_per_A": 16.0, "energy_rmse_meV_per_atom": 0.15}}
     speeds = {"what": "w", "provenance": {"commit": "c", "machine": "GPU", "command": "x"},
               "models": {"m": {"steps_per_second_648": 500.0, "steps_per_second_10368": 53.0}}}

@@ -103,3 +103,29 @@ def test_train_members_differ_by_seed(tmp_path):
     assert a.header["training"]["train_command"].count("--seed 7") == 1
     assert b.header["training"]["train_command"].count("--seed 8") == 1
     assert not torch.equal(a.embed, b.embed)
+
+
+def test_committee_evidence(tmp_path):
+    """bench/accuracy/committee_evidence.py on two tiny members: DFT labels on the data frames, the label model's on
+    the generated ones (here the first member itself, so its error there is exactly 0)."""
+    import json
+    import os
+    from test_train_resume import CALL_OPTIONS, run_options, write_deepmd_set
+    root = str(tmp_path / "data")
+    write_deepmd_set(root, "train", 5, seed=1)
+    write_deepmd_set(root, "val", 3, seed=2)
+    paths = committee.main(["train", "--members", "2", "--out", str(tmp_path / "c"), "--steps", "2"]
+                           + run_options(root) + CALL_OPTIONS)
+    from script_loader import load_script
+    ev = load_script("bench/accuracy/committee_evidence.py")
+    out = str(tmp_path / "e.json")
+    ev.main(["--members", *paths, "--label-model", paths[0], "--data", root, "--sets", "val/set.000",
+             "--frames-per-kind", "2", "--displace", "0.05", "--compress", "0.98", "--out-json", out,
+             "--out-png", str(tmp_path / "e.png")])
+    r = json.load(open(out))
+    dft = [p for p in r["points"] if p["labels"] == "DFT"]
+    gen = [p for p in r["points"] if p["labels"] == "label model"]
+    assert len(dft) == 3 and len(gen) == 4
+    assert all(p["max_force_error"] > 0 and p["max_devi_f"] > 0 for p in dft)
+    assert all(p["max_force_error"] == 0.0 and p["max_devi_f"] > 0 for p in gen)
+    assert os.path.getsize(str(tmp_path / "e.png")) > 1000
