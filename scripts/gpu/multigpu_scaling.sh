@@ -68,7 +68,9 @@ done
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.commit" 2>/dev/null || echo unknown)
 MACHINE=$([ "$CPU" = 1 ] && echo "host CPU ($(nproc) cores, KOKKOS host back-end)" \
   || nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd' ')
-python3 "$ROOT/bench/md/collect_multigpu.py" "$OUT" --gpus $GPUS --commit "$COMMIT" --machine "$MACHINE" \
+PY=/usr/bin/python3
+for c in python3 /usr/bin/python3; do "$c" -c 'import numpy' 2>/dev/null && { PY=$c; break; }; done
+"$PY" "$ROOT/bench/md/collect_multigpu.py" "$OUT" --gpus $GPUS --commit "$COMMIT" --machine "$MACHINE" \
   --command "scripts/gpu/multigpu_scaling.sh LMP OUTDIR --gpus \"$GPUS\"$([ "$CPU" = 1 ] && echo ' --cpu')" \
   --out "$OUT/md_h200_multigpu.json"
 rc=$?
