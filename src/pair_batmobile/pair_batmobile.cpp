@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "atom.h"
@@ -269,6 +270,12 @@ void PairBatmobile::coeff(int narg, char **arg)
   if (n_models < 1)
     error->all(FLERR, "pair_coeff {}: expected '* * model.pt' followed by {} species names (one per atom type, NULL "
                "to skip), got {} names", style_label(), ntypes, std::max(narg - 3, 0));
+  // a word taken for a committee member that names no file is more likely one species name too many
+  for (int k = 3; k < 2 + n_models; ++k)
+    if (!std::ifstream(arg[k]).good())
+      error->all(FLERR, "pair_coeff {}: expected '* * model.pt' followed by {} species names (one per atom type, NULL "
+                 "to skip; several model files before them form a committee), got {} names: '{}' is not a readable "
+                 "model file", style_label(), ntypes, narg - 3, arg[k]);
   load_model(arg[2]);
   load_members(std::vector<std::string>(arg + 3, arg + 2 + n_models));
   std::vector<std::string> names;

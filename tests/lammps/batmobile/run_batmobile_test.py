@@ -681,7 +681,7 @@ def test_errors(env):
         ("missing value", base_script(env, keywords="precision"), "'precision' needs double or single"),
         ("kk-only keyword", base_script(env, keywords="distance_check deferred"),
          "unknown keyword 'distance_check' (usage: pair_style batmobile [precision double|single] "
-         "[kernels fused|reference])"),
+         "[kernels fused|reference] [out_freq N] [out_file FILE])"),
     ]
     ok = True
     for name, script, *messages in cases:

@@ -174,7 +174,7 @@ def test_errors(env):
     cases = [
         ("species", [ref, swapped], "", "has species H O but the first model"),
         ("cutoff", [ref, short], "", "must share their cutoff"),
-        ("missing", [ref, os.path.join(tmp, "nope.pt")], "", "committee member"),
+        ("missing", [ref, os.path.join(tmp, "nope.pt")], "", "is not a readable model file"),
         ("corrupt", [ref, corrupt], "", "committee member"),
         ("out_freq 0", [ref, ref], "out_freq 0", "out_freq must be a positive number of steps"),
         ("out_freq -5", [ref, ref], "out_freq -5", "out_freq must be a positive number of steps"),
