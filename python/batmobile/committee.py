@@ -24,6 +24,8 @@ import sys
 
 import numpy as np
 
+from .lammps_dump import read_dump, write_extxyz
+
 
 def train_members(argv):
     p = argparse.ArgumentParser(prog="python -m batmobile.committee train")
@@ -63,53 +65,6 @@ def read_devi(path):
     return out
 
 
-def read_dump(path):
-    """Snapshots of a LAMMPS custom dump: (step, cell 3x3, pbc, types, positions) sorted by atom id."""
-    lines = open(path).read().splitlines()
-    i = 0
-    while i < len(lines):
-        if not lines[i].startswith("ITEM: TIMESTEP"):
-            i += 1
-            continue
-        step = int(lines[i + 1])
-        n = int(lines[i + 3])
-        box_head = lines[i + 4].split()
-        pbc = [f == "pp" for f in box_head[-3:]]
-        bounds = np.array([[float(v) for v in lines[i + 5 + d].split()] for d in range(3)])
-        cell = _cell(bounds, "xy" in box_head)
-        cols = lines[i + 8].split()[2:]
-        for need in ("id", "type", "x", "y", "z"):
-            if need not in cols:
-                raise SystemExit(f"{path}: the dump lacks the column '{need}' (it has {' '.join(cols)})")
-        data = np.array([[float(v) for v in lines[i + 9 + r].split()] for r in range(n)])
-        order = np.argsort(data[:, cols.index("id")])
-        data = data[order]
-        pos = data[:, [cols.index("x"), cols.index("y"), cols.index("z")]]
-        yield step, cell, pbc, data[:, cols.index("type")].astype(int), pos
-        i += 9 + n
-
-
-def _cell(bounds, triclinic):
-    """Cell vectors (rows) from a dump's box bounds (orthogonal, or xlo_bound xhi_bound xy ... for triclinic)."""
-    if not triclinic:
-        return np.diag(bounds[:, 1] - bounds[:, 0])
-    xy, xz, yz = bounds[0, 2], bounds[1, 2], bounds[2, 2]
-    xlo = bounds[0, 0] - min(0.0, xy, xz, xy + xz)
-    xhi = bounds[0, 1] - max(0.0, xy, xz, xy + xz)
-    ylo, yhi = bounds[1, 0] - min(0.0, yz), bounds[1, 1] - max(0.0, yz)
-    zlo, zhi = bounds[2, 0], bounds[2, 1]
-    return np.array([[xhi - xlo, 0, 0], [xy, yhi - ylo, 0], [xz, yz, zhi - zlo]])
-
-
-def write_extxyz(f, cell, pbc, names, pos, comment):
-    lattice = " ".join(f"{v:.10f}" for v in cell.reshape(-1))
-    f.write(f"{len(names)}\n")
-    f.write(f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{" ".join("T" if b else "F" for b in pbc)}" '
-            f'{comment}\n')
-    for name, r in zip(names, pos):
-        f.write(f"{name} {r[0]:.10f} {r[1]:.10f} {r[2]:.10f}\n")
-
-
 def select_frames(argv):
     p = argparse.ArgumentParser(prog="python -m batmobile.committee select")
     p.add_argument("--devi", required=True, help="model_devi.out of pair_style batmobile")
@@ -124,7 +79,9 @@ def select_frames(argv):
     devi = read_devi(a.devi)
     picked = seen = 0
     with open(a.out, "w") as f:
-        for step, cell, pbc, types, pos in read_dump(a.dump):
+        for snap in read_dump(a.dump, need=("id", "type", "x", "y", "z")):
+            step, cell, pbc = snap.step, snap.cell, snap.pbc
+            types, pos = snap.column("type").astype(int), snap.columns("x", "y", "z")
             if step not in devi:
                 continue
             seen += 1
@@ -134,7 +91,7 @@ def select_frames(argv):
                 raise SystemExit(f"{a.dump}: step {step} has atom type {types.max()}, but --species names "
                                  f"{len(a.species)} types")
             names = [a.species[t - 1] for t in types]
-            write_extxyz(f, cell, pbc, names, pos, f"step={step} max_devi_f={devi[step]:.6g}")
+            write_extxyz(f, cell, pbc, names, pos, info=f"step={step} max_devi_f={devi[step]:.6g}")
             picked += 1
     print(f"{picked} of {seen} frames with a deviation line have max_devi_f in [{a.lo}, {a.hi}] eV/A: {a.out}")
     return picked
