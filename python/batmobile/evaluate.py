@@ -31,6 +31,27 @@ def predict(model, frames, dtype=torch.float64, device="cpu"):
     return (np.array(e_ref), np.array(e_pred), np.concatenate(f_ref), np.concatenate(f_pred), np.array(n_atoms))
 
 
+def stress_metrics(model, frames, dtype=torch.float64, device="cpu"):
+    """Virial RMSE (meV/atom, over the 9 components) and stress RMSE (GPa, virial / volume) over the frames that
+    carry a virial; {} when none does."""
+    model = model.to(device=device, dtype=dtype)
+    dw, ds = [], []
+    for fr in frames:
+        if fr.virial is None:
+            continue
+        T = lambda x, dt=dtype: torch.as_tensor(x, dtype=dt, device=device)
+        out = evaluate_structure(model, T(fr.positions), T(fr.species, torch.long), T(fr.cell),
+                                 T(fr.sender, torch.long), T(fr.receiver, torch.long), T(fr.shifts, torch.long),
+                                 virial=True)
+        d = out["virial"].detach().cpu().numpy() - fr.virial
+        dw.append(d.reshape(-1) / len(fr.species))
+        ds.append(d.reshape(-1) / abs(np.linalg.det(fr.cell)) * 160.21766)   # eV/A^3 -> GPa
+    if not dw:
+        return {}
+    return {"virial_rmse_meV_per_atom": 1e3 * float(np.sqrt(np.mean(np.concatenate(dw) ** 2))),
+            "stress_rmse_GPa": float(np.sqrt(np.mean(np.concatenate(ds) ** 2))), "stress_frames": len(dw)}
+
+
 def metrics(e_ref, e_pred, f_ref, f_pred, n_atoms):
     de = (e_pred - e_ref) / n_atoms
     df = f_pred - f_ref
@@ -85,7 +106,7 @@ def main(argv=None):
                      model.hp.species, model.hp.r_c)
     t0 = time.time()
     res = predict(model, frames, device=a.device)
-    m = metrics(*res)
+    m = dict(metrics(*res), **stress_metrics(model, frames, device=a.device))
     print(f"{len(frames)} frames ({time.time() - t0:.1f} s): " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
     if a.plots:
         for path in parity_plots(*res, a.plots, a.prefix):

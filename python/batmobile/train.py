@@ -35,7 +35,7 @@ import torch
 from .config import apply_config
 from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, DataError, batch_frames, dataset_statistics, \
     species_in_order
-from .evaluate import metrics, parity_plots, predict
+from .evaluate import metrics, parity_plots, predict, stress_metrics
 from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
 from .sources import prepare, read_sources
@@ -543,7 +543,8 @@ def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
             res = predict(ema_model, val_all, torch.float64, tr.device)
             paths = parity_plots(*res, args.out, "")
             with open(os.path.join(args.out, "validation.json"), "w") as f:
-                json.dump({"frames": len(val_all), "step": tr.step, **metrics(*res)}, f, indent=1)
+                json.dump({"frames": len(val_all), "step": tr.step, **metrics(*res),
+                           **stress_metrics(ema_model, val_all, torch.float64, tr.device)}, f, indent=1)
             say(f"parity plots (EMA, float64): {', '.join(paths)}; "
                 f"metrics: {os.path.join(args.out, 'validation.json')}")
     else:

@@ -81,6 +81,9 @@ def test_train_on_extxyz_end_to_end(xyz, tmp_path):
     with open(os.path.join(out, "validation.json")) as f:
         val = json.load(f)
     assert val["frames"] == 3 and abs(val["force_rmse_meV_per_A"] - final["force_rmse_meV_per_A"]) < 1e-6
+    # evaluate's virial RMSE (stress_metrics) against the training validation's, computed another way
+    assert abs(val["virial_rmse_meV_per_atom"] - final["virial_rmse_meV_per_atom"]) < 1e-6 * final[
+        "virial_rmse_meV_per_atom"] and val["stress_rmse_GPa"] > 0 and val["stress_frames"] == 3
     # export, then evaluate the file on the same frames: the metrics of the training run's parity plots
     pt = str(tmp_path / "m.pt")
     export.main([os.path.join(out, "checkpoint.pt"), pt])
