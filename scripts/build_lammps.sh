@@ -38,7 +38,9 @@ case "$VERSION" in
     TAG=$LAMMPS2025_TAG; KOKKOS_KEY=host-$KOKKOS_TAG
     "$HERE/fetch_sources.sh" >&2
     LV=$BATMOBILE_CACHE/src/lammps-$LAMMPS2025_TAG
-    ARGS+=(-DPKG_KOKKOS=OFF -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)");;
+    ARGS+=(-DPKG_KOKKOS=OFF -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
+    # LAMMPS's force-style harness (test_pair_style) runs on the build with our style compiled in
+    [ "$BUILTIN" = ON ] && ARGS+=(-DBATMOBILE_LAMMPS_HARNESS=ON);;
   *) echo "unknown LAMMPS version $VERSION (2021 or 2025)" >&2; exit 2;;
 esac
 ARGS+=(-DBATMOBILE_LAMMPS_TREE="$LV")
@@ -91,6 +93,7 @@ log "LAMMPS build took $(( $(date +%s) - t0 )) s"
 LMP=$B/lammps/lmp
 PLUGIN=$B/batmobileplugin.so
 [ -x "$LMP" ] || { log "no lmp binary at $LMP"; exit 1; }
-printf 'LMP=%s\nPLUGIN=%s\nBACKEND=%s\nMPI=%s\nLAMMPS=%s\nBUILTIN=%s\n' "$LMP" "$PLUGIN" "$BACKEND" "$MPI" \
-  "$VERSION" "$BUILTIN" > "$B/batmobile-build.env"
+HARNESS=""; [ -x "$B/test_pair_style" ] && HARNESS=$B/test_pair_style
+printf 'LMP=%s\nPLUGIN=%s\nBACKEND=%s\nMPI=%s\nLAMMPS=%s\nBUILTIN=%s\nHARNESS=%s\n' "$LMP" "$PLUGIN" "$BACKEND" \
+  "$MPI" "$VERSION" "$BUILTIN" "$HARNESS" > "$B/batmobile-build.env"
 echo "$B"

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(build-essential cmake ninja-build git xz-utils ca-certificates dpkg-dev
-      libgtest-dev libopenmpi-dev openmpi-bin libtorch-dev
+      libgtest-dev libgmock-dev libyaml-dev libopenmpi-dev openmpi-bin libtorch-dev
       python3 python3-numpy python3-torch python3-matplotlib python3-pytest)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
