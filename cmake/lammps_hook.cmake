@@ -82,6 +82,9 @@ function(_batmobile_compile_into_lammps sources style_dir style_headers_dir lamm
   get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
   GenerateStyleHeaders("${style_headers_dir}")
   message(STATUS "Batmobile: compiled into LAMMPS: ${sources}")
+  # liblammps keeps the symbols of the static libraries in it (model, host Kokkos) to itself, so that a plugin
+  # linked against it carries its own copy and also loads into a stock LAMMPS
+  target_link_options(lammps PRIVATE "-Wl,--exclude-libs,ALL")
   if(NOT TARGET kokkos)
     _batmobile_library_into_lammps("${sources}" "${style_dir}" ${lammps_version} "${extra_libs}")
     return()
@@ -215,9 +218,10 @@ function(batmobile_hook_into_lammps)
       target_include_directories(batmobile_styles PRIVATE "${lammps_src}/KOKKOS")
       target_link_libraries(batmobile_styles PRIVATE kokkos)
     endif()
-    # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. -Bsymbolic binds the
-    # plugin's own copies of our classes, so a plugin loaded into an lmp that has them built in runs its own.
-    target_link_libraries(batmobile_styles PRIVATE lammps ${extra_libs})
+    # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. The plugin holds its own copy
+    # of the model (and, without KOKKOS, of Kokkos), as liblammps does not export those (--exclude-libs above);
+    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own.
+    target_link_libraries(batmobile_styles PRIVATE ${extra_libs} lammps)
     target_link_options(batmobile_styles PRIVATE "-Wl,-Bsymbolic")
   else()
     message(STATUS "Batmobile: plugin not built (needs -DPKG_PLUGIN=ON -DBUILD_SHARED_LIBS=ON)")

@@ -91,6 +91,7 @@ fi
 cmake --build "$B" -j "$(build_jobs)" >&2
 log "LAMMPS build took $(( $(date +%s) - t0 )) s"
 LMP=$B/lammps/lmp
+[ -x "$LMP" ] || LMP=$B/lmp    # LAMMPS 2025 writes its binaries to the top build directory
 PLUGIN=$B/batmobileplugin.so
 [ -x "$LMP" ] || { log "no lmp binary at $LMP"; exit 1; }
 HARNESS=""; [ -x "$B/test_pair_style" ] && HARNESS=$B/test_pair_style

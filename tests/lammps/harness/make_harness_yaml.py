@@ -81,12 +81,14 @@ def write_data(path, pos, vel, species, cell):
 INPUT = """variable  newton_pair     index  on
 variable  input_dir       index  .
 variable  data_file       index  ${input_dir}/data.batmobile-water
+variable  pair_style      index  'zero 5.0'
 atom_style       atomic
 atom_modify      map array
 neigh_modify     delay 0 every 1 check yes
 units            metal
 timestep         %g
 newton           ${newton_pair} on
+pair_style       ${pair_style}
 read_data        ${data_file}
 """ % DT
 
