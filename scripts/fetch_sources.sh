@@ -26,8 +26,9 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 ensure_deb_src() {
   local suite=$1 host
   if grep -rqsE "^deb-src .* $suite( |$)" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null; then return; fi
-  if grep -rlsE "^Types:.*deb-src" /etc/apt/sources.list.d/ 2>/dev/null \
-     | xargs -r grep -qsE "^Suites:.*\b$suite( |$)"; then return; fi
+  local deb822
+  deb822=$(grep -rlsE "^Types:.*deb-src" /etc/apt/sources.list.d/ 2>/dev/null || true)
+  if [ -n "$deb822" ] && echo "$deb822" | xargs grep -qsE "^Suites:.*\b$suite( |$)"; then return; fi
   # first active archive URI (deb822 "URIs:" or one-line "deb URI"), comments ignored
   host=$( (grep -rhE "^(URIs:|deb )" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true) \
           | grep -oE "https?://[^ ]+/debian/?( |$)" | grep -v security | head -n1 | tr -d ' ' || true)
