@@ -49,7 +49,8 @@ inline NeighRequest *request_full_list(Neighbor *neighbor, Pair *pair, int insta
   request->set_id(instance);
   return request;
 #else
-  NeighRequest *request = neighbor->requests[neighbor->request(pair, instance)];
+  const int index = neighbor->request(pair, instance);    // (may grow `requests`: read it after the call)
+  NeighRequest *request = neighbor->requests[index];
   request->half = 0;
   request->full = 1;
   return request;
