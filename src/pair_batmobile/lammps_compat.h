@@ -2,7 +2,9 @@
    The LAMMPS API calls of the Batmobile styles that differ between the supported LAMMPS versions
    (29 Sep 2021 and 4 Feb 2025), in one place. BATMOBILE_LAMMPS_VERSION (YYYYMMDD of the LAMMPS tree the
    styles are compiled against) comes from cmake/lammps_hook.cmake. Included by the styles' .cpp files only:
-   LAMMPS's own sources see our style headers but not this one. No style macro here: not a style header.
+   LAMMPS's own sources see our style headers but not this one. The switch sits at the stable release of
+   23 Jun 2022, the first after both changes; only 29 Sep 2021 and 4 Feb 2025 are built and tested.
+   No style macro here: not a style header.
 ------------------------------------------------------------------------- */
 #ifndef LMP_BATMOBILE_LAMMPS_COMPAT_H
 #define LMP_BATMOBILE_LAMMPS_COMPAT_H
@@ -20,7 +22,7 @@ namespace LAMMPS_NS {
 namespace batmobile_compat {
 
 // Pair-style ghost communication: forward_comm_pair / reverse_comm_pair became overloads of forward_comm /
-// reverse_comm by the stable release of 23 Jun 2022.
+// reverse_comm.
 inline void forward_comm(Comm *comm, Pair *pair)
 {
 #if BATMOBILE_LAMMPS_VERSION >= 20220623
@@ -40,8 +42,8 @@ inline void reverse_comm(Comm *comm, Pair *pair)
 }
 
 // A full neighbour list for a pair style; returns the request for accelerator-specific settings (the 2021
-// KOKKOS style sets its kokkos_host/kokkos_device flags on it). Since then the request's fields are
-// private and the list kind is a flag of Neighbor::add_request (also by 23 Jun 2022).
+// KOKKOS style sets its kokkos_host/kokkos_device flags on it). In newer versions the request's fields are
+// private and the list kind is a flag of Neighbor::add_request.
 inline NeighRequest *request_full_list(Neighbor *neighbor, Pair *pair, int instance)
 {
 #if BATMOBILE_LAMMPS_VERSION >= 20220623
