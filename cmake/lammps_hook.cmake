@@ -63,17 +63,89 @@ function(_batmobile_write_plugin_source out_file)
   configure_file("${_BATMOBILE_HOOK_DIR}/batmobile_plugin.cpp.in" "${out_file}" @ONLY)
 endfunction()
 
+# The LAMMPS version of a tree as YYYYMMDD (what lammps_version() reports), from LAMMPS_VERSION in src/version.h.
+function(_batmobile_lammps_version lammps_src out_var)
+  file(STRINGS "${lammps_src}/version.h" line REGEX "define LAMMPS_VERSION ")
+  if(NOT line MATCHES "\"([0-9]+) ([A-Z][a-z][a-z]) ([0-9][0-9][0-9][0-9])\"")
+    message(FATAL_ERROR "no LAMMPS_VERSION in ${lammps_src}/version.h")
+  endif()
+  set(day ${CMAKE_MATCH_1})
+  set(year ${CMAKE_MATCH_3})
+  list(FIND _BATMOBILE_MONTHS "${CMAKE_MATCH_2}" month)
+  math(EXPR number "${year} * 10000 + (${month} + 1) * 100 + ${day}")
+  set(${out_var} ${number} PARENT_SCOPE)
+endfunction()
+set(_BATMOBILE_MONTHS Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec)
+
+# Adds our style sources to the `lammps` target and regenerates LAMMPS's style_*.h (written only when changed).
+function(_batmobile_compile_into_lammps sources style_dir style_headers_dir lammps_version extra_libs)
+  get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
+  GenerateStyleHeaders("${style_headers_dir}")
+  message(STATUS "Batmobile: compiled into LAMMPS: ${sources}")
+  # liblammps keeps the symbols of the static libraries in it (model, host Kokkos) to itself, so that a plugin
+  # linked against it carries its own copy and also loads into a stock LAMMPS
+  target_link_options(lammps PRIVATE "-Wl,--exclude-libs,ALL")
+  if(NOT TARGET kokkos)
+    _batmobile_library_into_lammps("${sources}" "${style_dir}" ${lammps_version} "${extra_libs}")
+    return()
+  endif()
+  # With KOKKOS, LAMMPS's own sources are compiled against Kokkos anyway: our sources, include directories and
+  # libraries go onto the lammps target itself.
+  target_sources(lammps PRIVATE ${sources})
+  # LAMMPS pins its own sources to C++11 (KOKKOS raises that to 14); ours need C++17 (if constexpr, fold
+  # expressions, inline variables), which GCC accepted in C++14 mode with warnings only. GCC and Clang take the
+  # last -std flag. Not yet for the CUDA build (nvcc_wrapper would also take the last one, with a warning per
+  # file, but that build could not be re-run when this was written; it compiles our sources as C++14 + warnings).
+  if(NOT CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper")
+    set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES COMPILE_OPTIONS "-std=c++17")
+  endif()
+  # on our sources only, so that LAMMPS's own objects (and their ccache entries) stay as they are
+  set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES
+                              COMPILE_DEFINITIONS BATMOBILE_LAMMPS_VERSION=${lammps_version})
+  target_include_directories(lammps PRIVATE "${style_dir}" "${batmobile_src}")
+  target_link_libraries(lammps PRIVATE ${extra_libs})
+endfunction()
+
+# Without KOKKOS: the compile lines of LAMMPS's own sources stay those of a stock build (so ccache shares their
+# objects with the --plugin-only build). Our sources are a static library with LAMMPS's flags plus their own
+# (Kokkos, model), whose private dependencies reach liblammps's link line only; of LAMMPS's sources only the two
+# that include style_pair.h see our include directories.
+function(_batmobile_library_into_lammps sources style_dir lammps_version extra_libs)
+  get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
+  add_library(batmobile_lammps_styles STATIC ${sources})
+  set_target_properties(batmobile_lammps_styles PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(batmobile_lammps_styles PRIVATE "${style_dir}" "${batmobile_src}"
+                             "$<TARGET_PROPERTY:lammps,INCLUDE_DIRECTORIES>")
+  target_compile_definitions(batmobile_lammps_styles PRIVATE BATMOBILE_LAMMPS_VERSION=${lammps_version}
+                             "$<TARGET_PROPERTY:lammps,COMPILE_DEFINITIONS>")
+  target_link_libraries(batmobile_lammps_styles PRIVATE ${extra_libs})
+  if(TARGET MPI::MPI_CXX)
+    target_link_libraries(batmobile_lammps_styles PRIVATE MPI::MPI_CXX)
+  endif()
+  target_link_libraries(lammps PRIVATE batmobile_lammps_styles)
+  get_target_property(lammps_sources lammps SOURCES)
+  list(FILTER lammps_sources INCLUDE REGEX "/(force|lammps)\\.cpp$")
+  set_source_files_properties(${lammps_sources} TARGET_DIRECTORY lammps PROPERTIES
+                              INCLUDE_DIRECTORIES "${style_dir};${batmobile_src}")
+endfunction()
+
 function(batmobile_hook_into_lammps)
-  cmake_parse_arguments(ARG "" "LAMMPS_TREE;STYLE_DIR" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "LAMMPS_TREE;STYLE_DIR;BUILTIN" "" ${ARGN})
+  if(NOT DEFINED ARG_BUILTIN)
+    set(ARG_BUILTIN ON)
+  endif()
   set(lammps_src "${ARG_LAMMPS_TREE}/src")
   get_target_property(lammps_bin lammps BINARY_DIR)
   set(style_headers_dir "${lammps_bin}/styles")
   get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
 
-  # Lets src/model call find_package(Kokkos) although Kokkos is built inside this project.
+  # LAMMPS with KOKKOS: the model uses LAMMPS's Kokkos (the shim lets src/model call find_package(Kokkos)
+  # although Kokkos is built inside this project). Without KOKKOS: an installed host Kokkos (Kokkos_ROOT).
   include("${_BATMOBILE_HOOK_DIR}/BatmobileDeps.cmake")
   if(TARGET kokkos)
     batmobile_kokkos_config_shim()
+  else()
+    find_package(Kokkos 3.4 REQUIRED CONFIG)
   endif()
   if(EXISTS "${batmobile_src}/kernels/CMakeLists.txt")
     add_subdirectory("${batmobile_src}/kernels" batmobile_kernels)
@@ -96,55 +168,61 @@ function(batmobile_hook_into_lammps)
   if(NOT sources)
     message(FATAL_ERROR "no LAMMPS style sources in ${ARG_STYLE_DIR}")
   endif()
+  # lammps_compat.h selects the API of this LAMMPS version; the plugin checks it against the LAMMPS it is loaded into
+  _batmobile_lammps_version("${lammps_src}" lammps_version)
+  message(STATUS "Batmobile: LAMMPS version ${lammps_version}")
 
-  # Register our style headers with LAMMPS and regenerate its style_*.h (written only when changed).
   set(style_headers)
   foreach(header IN LISTS headers)
     file(STRINGS "${header}" kinds REGEX "^#ifdef (PAIR|FIX|COMPUTE|COMMAND)_CLASS")
     foreach(k IN LISTS kinds)
       string(REGEX REPLACE "^#ifdef ([A-Z]+)_CLASS.*" "\\1" kind "${k}")
-      AddStyleHeader("${header}" ${kind})
+      if(ARG_BUILTIN)
+        AddStyleHeader("${header}" ${kind})
+      endif()
       list(APPEND style_headers "${header}")
     endforeach()
   endforeach()
   list(REMOVE_DUPLICATES style_headers)
-  GenerateStyleHeaders("${style_headers_dir}")
-  message(STATUS "Batmobile: compiled into LAMMPS: ${sources}")
-  message(STATUS "Batmobile: style headers: ${style_headers}")
-
-  target_sources(lammps PRIVATE ${sources})
-  # LAMMPS pins its own sources to C++11 (KOKKOS raises that to 14); ours need C++17 (if constexpr, fold
-  # expressions, inline variables), which GCC accepted in C++14 mode with warnings only. GCC and Clang take the
-  # last -std flag. Not yet for the CUDA build (nvcc_wrapper would also take the last one, with a warning per
-  # file, but that build could not be re-run when this was written; it compiles our sources as C++14 + warnings).
-  if(NOT CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper")
-    set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES COMPILE_OPTIONS "-std=c++17")
-  endif()
-  target_include_directories(lammps PRIVATE "${ARG_STYLE_DIR}" "${batmobile_src}")
   set(extra_libs)
   foreach(t batmobile_model batmobile_kernels)
     if(TARGET ${t})
       list(APPEND extra_libs ${t})
     endif()
   endforeach()
-  target_link_libraries(lammps PRIVATE ${extra_libs})
+  message(STATUS "Batmobile: style headers: ${style_headers}")
+  if(ARG_BUILTIN)
+    _batmobile_compile_into_lammps("${sources}" "${ARG_STYLE_DIR}" "${style_headers_dir}" ${lammps_version}
+                                   "${extra_libs}")
+  else()
+    message(STATUS "Batmobile: styles not compiled into LAMMPS (plugin only)")
+  endif()
+
 
   # The same styles as a plugin; needs a shared liblammps with PKG_PLUGIN (LMP_PLUGIN) to be loadable.
+  # batmobileplugin.so (what `plugin load` opens) checks the LAMMPS version, then opens batmobile_styles.so.
   if(PKG_PLUGIN AND BUILD_SHARED_LIBS)
     set(plugin_src "${CMAKE_BINARY_DIR}/batmobile_plugin.cpp")
     _batmobile_write_plugin_source("${plugin_src}" ${style_headers})
-    add_library(batmobileplugin MODULE "${plugin_src}" ${sources})
-    set_target_properties(batmobileplugin PROPERTIES PREFIX "" OUTPUT_NAME batmobileplugin
-      LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
-    target_include_directories(batmobileplugin PRIVATE "${ARG_STYLE_DIR}" "${batmobile_src}" "${lammps_src}")
+    add_library(batmobile_styles MODULE "${plugin_src}" ${sources})
+    add_library(batmobileplugin MODULE "${batmobile_src}/plugin/plugin_loader.cpp")
+    foreach(t batmobile_styles batmobileplugin)
+      set_target_properties(${t} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
+      target_include_directories(${t} PRIVATE "${lammps_src}")
+      target_compile_definitions(${t} PRIVATE BATMOBILE_LAMMPS_VERSION=${lammps_version})
+    endforeach()
+    target_link_libraries(batmobileplugin PRIVATE ${CMAKE_DL_LIBS})
+    add_dependencies(batmobileplugin batmobile_styles)
+    target_include_directories(batmobile_styles PRIVATE "${ARG_STYLE_DIR}" "${batmobile_src}")
     if(PKG_KOKKOS)
-      target_include_directories(batmobileplugin PRIVATE "${lammps_src}/KOKKOS")
-      target_link_libraries(batmobileplugin PRIVATE kokkos)
+      target_include_directories(batmobile_styles PRIVATE "${lammps_src}/KOKKOS")
+      target_link_libraries(batmobile_styles PRIVATE kokkos)
     endif()
-    # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. -Bsymbolic binds the
-    # plugin's own copies of our classes, so a plugin loaded into an lmp that has them built in runs its own.
-    target_link_libraries(batmobileplugin PRIVATE lammps ${extra_libs})
-    target_link_options(batmobileplugin PRIVATE "-Wl,-Bsymbolic")
+    # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. The plugin holds its own copy
+    # of the model (and, without KOKKOS, of Kokkos), as liblammps does not export those (--exclude-libs above);
+    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own.
+    target_link_libraries(batmobile_styles PRIVATE ${extra_libs} lammps)
+    target_link_options(batmobile_styles PRIVATE "-Wl,-Bsymbolic")
   else()
     message(STATUS "Batmobile: plugin not built (needs -DPKG_PLUGIN=ON -DBUILD_SHARED_LIBS=ON)")
   endif()

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Builds LAMMPS (KOKKOS, PLUGIN, MPI when available) with the Batmobile styles compiled in, plus
+# Builds LAMMPS (PLUGIN, MPI when available, shared libraries) with the Batmobile styles compiled in, plus
 # batmobileplugin.so, through cmake/lammps/CMakeLists.txt. Incremental: the build directory lives in the
 # cache, keyed by versions, Kokkos patch hash, backend, compiler and checkout path, so after a change to
 # our sources only those are recompiled.
-#   scripts/build_lammps.sh [--backend openmp|cuda] [--mpi auto|on|off]
+#   scripts/build_lammps.sh [--lammps 2021|2025] [--backend openmp|cuda] [--mpi auto|on|off] [--plugin-only]
+# --lammps 2021 (default): LAMMPS 29 Sep 2021 with KOKKOS (batmobile and batmobile/kk).
+# --lammps 2025: LAMMPS 4 Feb 2025 without KOKKOS (pair_style batmobile; the model runs on its own host Kokkos).
+# --plugin-only: a stock LAMMPS (none of our styles inside) and batmobileplugin.so built against it.
 # Environment: BATMOBILE_JOBS, BATMOBILE_TORCH_PREFIX, BATMOBILE_LAMMPS_CMAKE_ARGS (extra CMake arguments).
 # Last line of output: the build directory. It contains batmobile-build.env with LMP=..., PLUGIN=...
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
-BACKEND=openmp; MPI=auto
+BACKEND=openmp; MPI=auto; VERSION=2021; BUILTIN=ON
 while [ $# -gt 0 ]; do
   case "$1" in
+    --lammps) VERSION=$2; shift 2;;
+    --plugin-only) BUILTIN=OFF; shift;;
     --backend) BACKEND=$2; shift 2;;
     --mpi) MPI=$2; shift 2;;
     *) echo "unknown argument $1" >&2; exit 2;;
@@ -20,14 +25,35 @@ done
 if [ "$MPI" = auto ]; then
   if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then MPI=on; else MPI=off; fi
 fi
-LV=$("$HERE/prepare_sources.sh" | tail -n1)
-
-ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBATMOBILE_LAMMPS_TREE="$LV"
-      -DCMAKE_CXX_STANDARD=17 -DPKG_KOKKOS=ON -DPKG_PLUGIN=ON -DBUILD_SHARED_LIBS=ON
-      -DBUILD_MPI=$([ "$MPI" = on ] && echo ON || echo OFF) -DKokkos_ENABLE_SERIAL=ON)
+ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DPKG_PLUGIN=ON -DBUILD_SHARED_LIBS=ON
+      -DBUILD_MPI=$([ "$MPI" = on ] && echo ON || echo OFF) -DBATMOBILE_STYLES_BUILTIN=$BUILTIN)
+case "$VERSION" in
+  2021)
+    TAG=$LAMMPS_TAG; KOKKOS_KEY=$KOKKOS_TAG-p$(kokkos_patch_hash)
+    LV=$("$HERE/prepare_sources.sh" | tail -n1)
+    ARGS+=(-DPKG_KOKKOS=ON -DKokkos_ENABLE_SERIAL=ON);;
+  2025)
+    # LAMMPS's KOKKOS package of 2025 needs Kokkos >= 4, which Debian does not ship as sources: no batmobile/kk.
+    [ "$BACKEND" = openmp ] || { echo "--lammps 2025 builds the CPU style only (no --backend $BACKEND)" >&2; exit 2; }
+    TAG=$LAMMPS2025_TAG; KOKKOS_KEY=host-$KOKKOS_TAG
+    "$HERE/fetch_sources.sh" >&2
+    LV=$BATMOBILE_CACHE/src/lammps-$LAMMPS2025_TAG
+    ARGS+=(-DPKG_KOKKOS=OFF -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
+    # LAMMPS's force-style harness (test_pair_style) runs on the build with our style compiled in
+    [ "$BUILTIN" = ON ] && ARGS+=(-DBATMOBILE_LAMMPS_HARNESS=ON);;
+  *) echo "unknown LAMMPS version $VERSION (2021 or 2025)" >&2; exit 2;;
+esac
+ARGS+=(-DBATMOBILE_LAMMPS_TREE="$LV")
+# ccache when present (CMAKE_CXX_COMPILER_LAUNCHER in the environment wins). Paths relative to the cache let the
+# builds of one LAMMPS version (with our styles and --plugin-only) share LAMMPS's objects.
+if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null 2>&1; then
+  ARGS+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$BATMOBILE_CACHE}
 case "$BACKEND" in
   openmp)
-    ARGS+=(-DKokkos_ENABLE_OPENMP=ON -DBUILD_OMP=ON)
+    [ "$VERSION" = 2021 ] && ARGS+=(-DKokkos_ENABLE_OPENMP=ON)
+    ARGS+=(-DBUILD_OMP=ON)
     COMPILER_ID="$(${CXX:-c++} --version | head -n1)";;
   cuda)
     # nvcc_wrapper compiles everything; HOPPER90 comes from patches/kokkos (native sm_90 for the H200).
@@ -44,14 +70,15 @@ TORCH_PREFIX=${BATMOBILE_TORCH_PREFIX:-$(/usr/bin/python3 -c 'import torch;print
 read -r -a EXTRA <<< "${BATMOBILE_LAMMPS_CMAKE_ARGS:-}"
 ARGS+=("${EXTRA[@]}")
 
-KEY=$(printf '%s\n' "lammps=$LAMMPS_TAG" "kokkos=$KOKKOS_TAG-p$(kokkos_patch_hash)" "backend=$BACKEND" \
+SUFFIX=""; [ "$BUILTIN" = ON ] || SUFFIX=-stock
+KEY=$(printf '%s\n' "lammps=$TAG" "kokkos=$KOKKOS_KEY" "backend=$BACKEND" \
       "mpi=$MPI" "compiler=$COMPILER_ID" "checkout=$BATMOBILE_REPO" | sha1sum | cut -c1-10)
-B=$BATMOBILE_CACHE/build/lammps-$LAMMPS_TAG-$BACKEND-$KEY
+B=$BATMOBILE_CACHE/build/lammps-$TAG-$BACKEND$SUFFIX-$KEY
 mkdir -p "$B"
 # Several people (and CI) share the cache: one build per build dir at a time.
 exec 9> "$B/.lock"
 flock -n 9 || { log "waiting for another build in $B"; flock 9; }
-log "LAMMPS build dir $B (backend $BACKEND, MPI $MPI)"
+log "LAMMPS $VERSION build dir $B (backend $BACKEND, MPI $MPI, styles built in: $BUILTIN)"
 t0=$(date +%s)
 # Configure only when needed: ninja re-runs CMake by itself when a CMake file or a globbed directory changes.
 ARGS_HASH=$(printf '%s\n' "${ARGS[@]}" | sha1sum | cut -c1-16)
@@ -64,7 +91,10 @@ fi
 cmake --build "$B" -j "$(build_jobs)" >&2
 log "LAMMPS build took $(( $(date +%s) - t0 )) s"
 LMP=$B/lammps/lmp
+[ -x "$LMP" ] || LMP=$B/lmp    # LAMMPS 2025 writes its binaries to the top build directory
 PLUGIN=$B/batmobileplugin.so
 [ -x "$LMP" ] || { log "no lmp binary at $LMP"; exit 1; }
-printf 'LMP=%s\nPLUGIN=%s\nBACKEND=%s\nMPI=%s\n' "$LMP" "$PLUGIN" "$BACKEND" "$MPI" > "$B/batmobile-build.env"
+HARNESS=""; [ -x "$B/test_pair_style" ] && HARNESS=$B/test_pair_style
+printf 'LMP=%s\nPLUGIN=%s\nBACKEND=%s\nMPI=%s\nLAMMPS=%s\nBUILTIN=%s\nHARNESS=%s\n' "$LMP" "$PLUGIN" "$BACKEND" \
+  "$MPI" "$VERSION" "$BUILTIN" "$HARNESS" > "$B/batmobile-build.env"
 echo "$B"

@@ -3,6 +3,7 @@
 BATMOBILE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BATMOBILE_CACHE=${BATMOBILE_CACHE:-$HOME/.cache/batmobile}
 LAMMPS_TAG=20210929u2           # LAMMPS stable 29 Sep 2021 update 2 (Debian lammps 20220106+ds1)
+LAMMPS2025_TAG=20250204        # LAMMPS stable 4 Feb 2025 (Debian trixie lammps 20250204+dfsg.1)
 KOKKOS_TAG=3.4.01               # packages/kokkos of Debian's trilinos 13.2.0
 export BATMOBILE_CACHE
 

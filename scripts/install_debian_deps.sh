@@ -3,8 +3,8 @@
 # Idempotent: packages already present are skipped by apt. Needs root (or sudo).
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS=(build-essential cmake ninja-build git xz-utils ca-certificates dpkg-dev
-      libgtest-dev libopenmpi-dev openmpi-bin libtorch-dev
+PKGS=(build-essential cmake ninja-build ccache git xz-utils ca-certificates dpkg-dev
+      libgtest-dev libgmock-dev libyaml-dev libopenmpi-dev openmpi-bin libtorch-dev
       python3 python3-numpy python3-torch python3-matplotlib python3-pytest
       python3-ase python3-yaml python3-tqdm)
 missing=()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything, from a fresh Debian 12 machine to test results: installs Debian packages, fetches the LAMMPS
-# and Kokkos sources from Debian's archive, builds a host Kokkos and LAMMPS with the Batmobile styles
-# (both cached under $BATMOBILE_CACHE, default ~/.cache/batmobile), builds the stand-alone project with its
-# tests, runs CTest (GoogleTest suites + LAMMPS harness) and the Python tests. Exits non-zero on any failure.
+# and Kokkos sources from Debian's archive, builds a host Kokkos, LAMMPS 29 Sep 2021 with the Batmobile styles
+# and LAMMPS 4 Feb 2025 twice (with the CPU style compiled in; stock, for the plugin), all cached under
+# $BATMOBILE_CACHE (default ~/.cache/batmobile), builds the stand-alone project with its tests, runs CTest
+# (GoogleTest suites + LAMMPS tests of both versions) and the Python tests. Exits non-zero on any failure.
 # Environment: BATMOBILE_JOBS (parallel jobs, default nproc), BATMOBILE_TEST_BUILD (default build/test-cpu).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,12 +18,17 @@ stage "sources + host Kokkos"
 KOKKOS_PREFIX=$("$HERE/build_kokkos_host.sh" | tail -n1)
 stage "LAMMPS + KOKKOS + Batmobile styles"
 LAMMPS_BUILD=$("$HERE/build_lammps.sh" --backend openmp | tail -n1)
+stage "LAMMPS 4 Feb 2025, stock (for the plugin)"
+LAMMPS2025_STOCK=$("$HERE/build_lammps.sh" --lammps 2025 --plugin-only | tail -n1)
+stage "LAMMPS 4 Feb 2025 + pair_style batmobile"
+LAMMPS2025_BUILD=$("$HERE/build_lammps.sh" --lammps 2025 | tail -n1)
 
 stage "stand-alone project (kernels, model, tests)"
 B=${BATMOBILE_TEST_BUILD:-$BATMOBILE_REPO/build/test-cpu}
 TORCH_PREFIX=$(/usr/bin/python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$KOKKOS_PREFIX" \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" \
+  -DBATMOBILE_LAMMPS2025_BUILD="$LAMMPS2025_BUILD" -DBATMOBILE_LAMMPS2025_STOCK_BUILD="$LAMMPS2025_STOCK" \
   -DBATMOBILE_PYTHON=/usr/bin/python3 -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build "$B" -j "$(build_jobs)"
 

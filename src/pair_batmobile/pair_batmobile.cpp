@@ -1,5 +1,6 @@
 // pair_style batmobile: LAMMPS glue around the Kokkos C++ model (src/model). See pair_batmobile.h.
 #include "pair_batmobile.h"
+#include "lammps_compat.h"
 #include "pair_batmobile_common.h"
 
 #include <Kokkos_Core.hpp>
@@ -37,11 +38,11 @@ class LammpsExchange : public batmobile::GhostExchange<T, HostExec> {
   LammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
   void forward(FeatureView h) override {
     target(h);
-    lmp_->comm->forward_comm_pair(pair_);
+    batmobile_compat::forward_comm(lmp_->comm, pair_);
   }
   void reverse(FeatureView dh) override {
     target(dh);
-    lmp_->comm->reverse_comm_pair(pair_);
+    batmobile_compat::reverse_comm(lmp_->comm, pair_);
     // the ghost rows have been added to their owners; clear them as the GhostExchange contract says
     const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
     const int width = static_cast<int>(dh.extent(1));
@@ -300,9 +301,7 @@ void PairBatmobile::init_style()
 {
   check_settings();
   launch_logged = false;
-  int irequest = neighbor->request(this, instance_me);
-  neighbor->requests[irequest]->half = 0;
-  neighbor->requests[irequest]->full = 1;
+  batmobile_compat::request_full_list(neighbor, this, instance_me);
 }
 
 void PairBatmobile::check_settings()
@@ -474,7 +473,7 @@ void PairBatmobile::committee_finish(int nlocal)
   // fold the ghosts' member forces onto their owners, as LAMMPS does for the dynamics' forces (ghost rows that the
   // model already folded are zero and add nothing)
   comm_target.point_to(committee_forces.data(), 3 * committee->members());
-  comm->reverse_comm_pair(this);
+  batmobile_compat::reverse_comm(comm, this);
   committee->write_step(update->ntimestep, committee_forces, committee_virials, committee_model_atom, nlocal);
 }
 

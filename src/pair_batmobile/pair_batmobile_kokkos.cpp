@@ -1,5 +1,6 @@
 // pair_style batmobile/kk: see pair_batmobile_kokkos.h.
 #include "pair_batmobile_kokkos.h"
+#include "lammps_compat.h"
 #include "pair_batmobile_common.h"
 #include "pair_batmobile_kokkos_comm.h"
 
@@ -67,7 +68,7 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
     target(hh);
     {
       ScopedExecutionSpace space(pair_, Host);
-      lmp_->comm->forward_comm_pair(pair_);
+      batmobile_compat::forward_comm(lmp_->comm, pair_);
     }
     Kokkos::deep_copy(h, hh);
     if (host_packs_[0] > before) ++counts_->lammps_forward;
@@ -80,7 +81,7 @@ class KokkosLammpsExchange : public batmobile::GhostExchange<T, Exec> {
     target(hh);
     {
       ScopedExecutionSpace space(pair_, Host);
-      lmp_->comm->reverse_comm_pair(pair_);
+      batmobile_compat::reverse_comm(lmp_->comm, pair_);
     }
     const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
     for (int n = nlocal; n < nall; ++n)
@@ -317,12 +318,10 @@ void PairBatmobileKokkos<DeviceType>::init_style()
 {
   check_settings();
   launch_logged = false;
-  int irequest = neighbor->request(this, instance_me);
-  neighbor->requests[irequest]->kokkos_host =
+  NeighRequest *request = batmobile_compat::request_full_list(neighbor, this, instance_me);
+  request->kokkos_host =
       std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
-  neighbor->requests[irequest]->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
-  neighbor->requests[irequest]->half = 0;
-  neighbor->requests[irequest]->full = 1;
+  request->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
   // LAMMPS type -> model species, on the device
   kk->type_species = Kokkos::View<int *, typename KKImpl::Exec>("bm_type_species", atom->ntypes + 1);
   auto h = Kokkos::create_mirror_view(kk->type_species);

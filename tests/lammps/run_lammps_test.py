@@ -5,8 +5,11 @@ Runs the lmp (and plugin) built by scripts/build_lammps.sh and checks its output
 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE; the reason is printed on the last line).
 
 Tests:
-  help          lmp -h lists the KOKKOS and PLUGIN packages and our styles (batmobile, batmobile/kk if present)
+  help          lmp -h lists the PLUGIN package (and KOKKOS with LAMMPS 2021) and the styles the build compiles in
+                (batmobile; batmobile/kk with LAMMPS 2021), or none of them in a --plugin-only (stock) build
   plugin        `plugin load batmobileplugin.so` registers every style the plugin was built with
+  plugin_version --other BUILD   the plugin of --build loaded into the lmp of another LAMMPS version stops LAMMPS
+                with an error naming both versions
   lj VARIANT    LJ liquid (examples/lammps_inputs/smoke/in.lj): step-0 energy and virial pressure against an
                 independent numpy double-precision evaluation, NVE energy conservation, and every thermo
                 line against the plain serial run. VARIANT: serial | kk_t1 | kk_t2 | mpiN | mpiN_kk | kk_gpu
@@ -74,6 +77,20 @@ def mpirun_prefix(nranks):
     return cmd
 
 
+LAMMPS_VERSIONS = {"2021": ("29 Sep 2021", 20210929), "2025": ("4 Feb 2025", 20250204)}
+
+
+def lammps_of(env):
+    """'2021' or '2025': the LAMMPS version of a build (build env files before LAMMPS 2025 support are 2021)."""
+    return env.get("LAMMPS", "2021")
+
+
+def built_styles(env):
+    """(kind, name) of the styles a build compiles: every style macro, less the KOKKOS ones without KOKKOS."""
+    kokkos = lammps_of(env) == "2021"
+    return [(k, n) for k, n in style_macros() if kokkos or not (n.endswith("/kk") or "/kk/" in n)]
+
+
 def style_macros():
     """(kind, name) of every style macro in src/pair_batmobile/*.h."""
     found = []
@@ -108,38 +125,60 @@ def test_help(env):
         fail(f"lmp -h exited with {rc}")
     sec = help_sections(out)
     packages = sec.get("installed packages", set())
-    for pkg in ("KOKKOS", "PLUGIN"):
+    wanted = ("KOKKOS", "PLUGIN") if lammps_of(env) == "2021" else ("PLUGIN",)
+    for pkg in wanted:
         if pkg not in packages:
             fail(f"package {pkg} missing from `lmp -h` installed packages: {sorted(packages)}")
-    expected = style_macros()
+    expected = built_styles(env)
     if not expected:
         fail(f"no style macros found in {STYLE_DIR}")
+    builtin = env.get("BUILTIN", "ON") == "ON"
     for kind, name in expected:
-        if name.endswith("/kk") or "/kk/" in name:
-            pass  # KOKKOS styles are listed like the others
-        if name not in sec.get(f"{kind} styles", set()):
-            fail(f"{kind} style {name} not registered in lmp (lmp -h)")
-    print("PASS: KOKKOS, PLUGIN and", ", ".join(n for _, n in expected), "registered")
+        if (name in sec.get(f"{kind} styles", set())) != builtin:
+            fail(f"{kind} style {name} {'not ' if builtin else ''}registered in lmp (lmp -h)")
+    print(f"PASS: {', '.join(wanted)} installed; {', '.join(n for _, n in expected)}",
+          "registered" if builtin else "absent (stock LAMMPS)")
+
+
+def run_script(lmp, script):
+    """Runs an input script with lmp in a scratch directory; (exit code, screen output)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        inp = os.path.join(tmp, "in.test")
+        with open(inp, "w") as f:
+            f.write(script)
+        return run([lmp, "-in", inp, "-log", "none"], cwd=tmp)
 
 
 def test_plugin(env):
     plugin = env.get("PLUGIN", "")
     if not os.path.isfile(plugin):
         fail(f"plugin {plugin} was not built")
-    with tempfile.TemporaryDirectory() as tmp:
-        inp = os.path.join(tmp, "in.plugin")
-        with open(inp, "w") as f:
-            f.write(f"plugin load {plugin}\nplugin list\n")
-        rc, out = run([env["LMP"], "-in", inp, "-log", "none"], cwd=tmp)
+    rc, out = run_script(env["LMP"], f"plugin load {plugin}\nplugin list\n")
     print(out)
     if rc != 0:
         fail(f"lmp exited with {rc}")
     if "Loading plugin:" not in out:
         fail("plugin did not load")
-    for kind, name in style_macros():
+    for kind, name in built_styles(env):
         if not re.search(rf"\b{kind} style plugin {re.escape(name)}\s*$", out, re.M):
             fail(f"plugin list lacks {kind} style {name}")
     print("PASS: plugin loaded and registered its styles")
+
+
+def test_plugin_version(env, other):
+    """The plugin of `env` in the lmp of `other` (another LAMMPS version): LAMMPS stops with a clear error."""
+    built, running = LAMMPS_VERSIONS[lammps_of(env)], LAMMPS_VERSIONS[lammps_of(other)]
+    if built == running:
+        fail(f"both builds are LAMMPS {built[0]}: pass a build of another version with --other")
+    rc, out = run_script(other["LMP"], f"plugin load {env.get('PLUGIN', '')}\nplugin list\nprint 'after the plugin'\n")
+    print(out)
+    expected = (f"ERROR: batmobileplugin.so was built for LAMMPS {built[0]} ({built[1]}), but this LAMMPS is "
+                f"version {running[1]}")
+    if expected not in out:
+        fail(f"no '{expected}' in the output")
+    if rc == 0 or "after the plugin" in out:
+        fail(f"LAMMPS went on after the version error (exit code {rc})")
+    print(f"PASS: the LAMMPS {built[0]} plugin stops LAMMPS {running[0]} with a clear error (exit code {rc})")
 
 
 # ---------------------------------------------------------------- LJ smoke test
@@ -264,13 +303,15 @@ def test_lj(env, variant):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="", help="LAMMPS build dir from scripts/build_lammps.sh")
-    ap.add_argument("test", choices=["help", "plugin", "lj"])
+    ap.add_argument("--other", default="", help="plugin_version: a LAMMPS build of another version")
+    ap.add_argument("test", choices=["help", "plugin", "plugin_version", "lj"])
     ap.add_argument("variant", nargs="?", default="serial")
     args = ap.parse_args()
     env = read_build_env(args.build)
     if not os.access(env.get("LMP", ""), os.X_OK):
         fail(f"lmp binary {env.get('LMP')} missing")
     {"help": lambda: test_help(env), "plugin": lambda: test_plugin(env),
+     "plugin_version": lambda: test_plugin_version(env, read_build_env(args.other)),
      "lj": lambda: test_lj(env, args.variant)}[args.test]()
 
 
