@@ -38,7 +38,7 @@ case "$VERSION" in
     TAG=$LAMMPS2025_TAG; KOKKOS_KEY=host-$KOKKOS_TAG
     "$HERE/fetch_sources.sh" >&2
     LV=$BATMOBILE_CACHE/src/lammps-$LAMMPS2025_TAG
-    ARGS+=(-DPKG_KOKKOS=OFF -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
+    ARGS+=(-DPKG_KOKKOS=OFF -DPKG_MANYBODY=ON -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
     # LAMMPS's force-style harness (test_pair_style) runs on the build with our style compiled in
     [ "$BUILTIN" = ON ] && ARGS+=(-DBATMOBILE_LAMMPS_HARNESS=ON);;
   *) echo "unknown LAMMPS version $VERSION (2021 or 2025)" >&2; exit 2;;

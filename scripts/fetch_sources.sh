@@ -79,9 +79,9 @@ if [ ! -f "$SRC/lammps-20250204/.complete" ]; then
   echo "[fetch] extracting trimmed LAMMPS 4 Feb 2025"
   rm -rf "$SRC/lammps-20250204" "$SRC/tmp-lmp25"; mkdir -p "$SRC/tmp-lmp25"
   top=$(tar tJf "$LAMMPS2025_ORIG" | head -n1 | cut -d/ -f1 || true)
-  # core, the package we build (PLUGIN), the force-style test harness and the plugin examples
+  # core, the packages we build (PLUGIN, MANYBODY), the force-style test harness and the plugin examples
   tar xJf "$LAMMPS2025_ORIG" -C "$SRC/tmp-lmp25" --wildcards --no-wildcards-match-slash "$top/cmake" "$top/src/*.cpp" "$top/src/*.h" \
-      "$top/src/fmt" "$top/src/STUBS" "$top/src/PLUGIN" "$top/unittest/force-styles" \
+      "$top/src/fmt" "$top/src/STUBS" "$top/src/PLUGIN" "$top/src/MANYBODY" "$top/unittest/force-styles" \
       "$top/unittest/testing" "$top/examples/plugins" "$top/LICENSE" "$top/README"
   mv "$SRC/tmp-lmp25/$top" "$SRC/lammps-20250204"; rm -rf "$SRC/tmp-lmp25"
   touch "$SRC/lammps-20250204/.complete"
