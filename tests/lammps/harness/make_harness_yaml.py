@@ -20,7 +20,7 @@ from batmobile.model import evaluate_structure, virial_voigt
 from batmobile.neighbors import neighbor_list
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-POTENTIAL = os.path.join(REPO, "potentials", "water_dft.pt")
+POTENTIAL = os.path.join(REPO, "potentials", "water_fast.pt")
 FRAMES = os.path.join(REPO, "data", "water", "dft_train", "data_2")
 MASSES = np.array([15.9994, 1.00794])  # O, H (atom types 1, 2)
 FTM2V = 1.0 / 1.0364269e-4            # LAMMPS metal units: force/mass -> velocity per time
