@@ -32,7 +32,7 @@ KB=$B/kokkos14
   -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=14 -DKokkos_ENABLE_CUDA=ON \
   -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON > "$B/kokkos14_configure.log"
 log "pair style for CUDA (C++14)"
-"$LV/lib/kokkos/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DLAMMPS_SMALLBIG -DLMP_KOKKOS -DOMPI_SKIP_MPICXX \
+"$LV/lib/kokkos/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DBATMOBILE_LAMMPS_VERSION=20210929 -DLAMMPS_SMALLBIG -DLMP_KOKKOS -DOMPI_SKIP_MPICXX \
   -Isrc/pair_batmobile -Isrc -I"$LV/src" -I"$LV/src/KOKKOS" -I"$KB" -I"$KB/core/src" -I"$LV/lib/kokkos/core/src" \
   -I"$KB/containers/src" -I"$LV/lib/kokkos/containers/src" -I"$KB/algorithms/src" -I"$LV/lib/kokkos/algorithms/src" \
   ${LB:+-I"$LB"} -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \

@@ -246,15 +246,8 @@ void PairBatmobile::load_members(const std::vector<std::string> &paths)
 
 void PairBatmobile::build_members(const std::vector<batmobile::ModelFile> &files)
 {
-  impl->members_d.clear();
-  impl->members_f.clear();
-  const auto backend = batmobile_pair::edge_backend(kernels_choice);
-  for (const auto &mf : files) {
-    if (single_precision)
-      impl->members_f.push_back(std::make_unique<batmobile::Model<float, HostExec>>(mf, backend));
-    else
-      impl->members_d.push_back(std::make_unique<batmobile::Model<double, HostExec>>(mf, backend));
-  }
+  batmobile_pair::build_members<HostExec>(*impl, files, single_precision,
+                                          batmobile_pair::edge_backend(kernels_choice));
 }
 
 void PairBatmobile::coeff(int narg, char **arg)

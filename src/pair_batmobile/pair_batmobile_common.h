@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "comm.h"
 #include "error.h"
@@ -80,6 +82,22 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
     with_model(I, single_precision, [&](auto *model, auto &exchange) { model->compute(I.graph, exchange.get(), res); });
   } catch (const std::exception &e) {
     error->one(FLERR, "pair_style {}: {}", style_name, e.what());
+  }
+}
+
+// Builds the committee's further members (members_d/f of ImplT, models on Exec) from their files, in the chosen
+// precision.
+template <class Exec, class ImplT>
+void build_members(ImplT &I, const std::vector<batmobile::ModelFile> &files, bool single_precision,
+                   batmobile::EdgeBackend backend)
+{
+  I.members_d.clear();
+  I.members_f.clear();
+  for (const auto &mf : files) {
+    if (single_precision)
+      I.members_f.push_back(std::make_unique<batmobile::Model<float, Exec>>(mf, backend));
+    else
+      I.members_d.push_back(std::make_unique<batmobile::Model<double, Exec>>(mf, backend));
   }
 }
 

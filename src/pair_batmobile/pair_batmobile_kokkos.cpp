@@ -205,16 +205,8 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
 template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::build_members(const std::vector<batmobile::ModelFile> &files)
 {
-  using Exec = typename KKImpl::Exec;
-  kk->members_d.clear();
-  kk->members_f.clear();
-  const auto backend = batmobile_pair::edge_backend(kernels_choice);
-  for (const auto &mf : files) {
-    if (single_precision)
-      kk->members_f.push_back(std::make_unique<batmobile::Model<float, Exec>>(mf, backend));
-    else
-      kk->members_d.push_back(std::make_unique<batmobile::Model<double, Exec>>(mf, backend));
-  }
+  batmobile_pair::build_members<typename KKImpl::Exec>(*kk, files, single_precision,
+                                                         batmobile_pair::edge_backend(kernels_choice));
 }
 
 // A committee step: the first model's forces (computed apart into first_forces) go into LAMMPS's, every member runs
