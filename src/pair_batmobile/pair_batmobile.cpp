@@ -441,11 +441,9 @@ void PairBatmobile::committee_step(int nlocal, int nall)
   const int K = committee->members();
   committee_forces.assign((size_t) nall * K * 3, 0.0);
   committee_virials.assign((size_t) K * 6, 0.0);
-  auto take = [&](int k, batmobile::Results<HostExec> &r) {
-    for (int n = 0; n < nall; ++n)
-      if (I.graph.species(n) >= 0)
-        for (int a = 0; a < 3; ++a) committee_forces[((size_t) n * K + k) * 3 + a] = r.f(n, a);
-    for (int v = 0; v < 6; ++v) committee_virials[6 * k + v] = r.virial[v];
+  auto take = [&](int k, const batmobile::Results<HostExec> &r) {
+    batmobile_pair::store_member_outputs(committee_forces, committee_virials, K, k, nall, I.graph.species, r.f,
+                                         r.virial);
   };
   take(0, I.results);
   auto &r = I.member_results;

@@ -101,6 +101,18 @@ void build_members(ImplT &I, const std::vector<batmobile::ModelFile> &files, boo
   }
 }
 
+// Stores committee member k's forces on model atoms (forces[(n * K + k) * 3 + a], host-accessible views of the species
+// and forces of nall atoms) and its virial (virials[6 * k + v]) for the deviation output.
+template <class SpeciesView, class ForceView>
+void store_member_outputs(std::vector<double> &forces, std::vector<double> &virials, int K, int k, int nall,
+                          const SpeciesView &species, const ForceView &f, const double *virial)
+{
+  for (int n = 0; n < nall; ++n)
+    if (species(n) >= 0)
+      for (int a = 0; a < 3; ++a) forces[((size_t) n * K + k) * 3 + a] = f(n, a);
+  for (int v = 0; v < 6; ++v) virials[6 * k + v] = virial[v];
+}
+
 // Runs committee member k (>= 1: members_d/f[k - 1]) of a committee step on this step's graph into r, in the chosen
 // precision; its errors become a LAMMPS error naming the member's file. ImplT as run_model's, plus members_d/f.
 template <class ImplT, class ResultsT>

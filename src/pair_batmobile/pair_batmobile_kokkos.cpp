@@ -228,10 +228,7 @@ void PairBatmobileKokkos<DeviceType>::committee_step_device(int nlocal, int nall
   const auto species = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), I.graph.species);
   auto take = [&](int k, const batmobile::Results<typename KKImpl::Exec> &r) {
     const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.f);
-    for (int n = 0; n < nall; ++n)
-      if (species(n) >= 0)
-        for (int a = 0; a < 3; ++a) committee_forces[((size_t) n * K + k) * 3 + a] = h(n, a);
-    for (int v = 0; v < 6; ++v) committee_virials[6 * k + v] = r.virial[v];
+    batmobile_pair::store_member_outputs(committee_forces, committee_virials, K, k, nall, species, h, r.virial);
   };
   take(0, I.results);
   auto &r = I.member_results;
