@@ -85,7 +85,7 @@ function(_batmobile_compile_into_lammps sources style_dir style_headers_dir lamm
   # liblammps keeps the symbols of the static libraries in it (model, host Kokkos) to itself, so that a plugin
   # linked against it carries its own copy and also loads into a stock LAMMPS
   target_link_options(lammps PRIVATE "-Wl,--exclude-libs,ALL")
-  if(NOT TARGET kokkos)
+  if(NOT PKG_KOKKOS)
     _batmobile_library_into_lammps("${sources}" "${style_dir}" ${lammps_version} "${extra_libs}")
     return()
   endif()
@@ -140,12 +140,13 @@ function(batmobile_hook_into_lammps)
   get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
 
   # LAMMPS with KOKKOS: the model uses LAMMPS's Kokkos (the shim lets src/model call find_package(Kokkos)
-  # although Kokkos is built inside this project). Without KOKKOS: an installed host Kokkos (Kokkos_ROOT).
+  # although Kokkos is built inside this project). Without KOKKOS: an installed host Kokkos (Kokkos_ROOT), or one
+  # built here from BATMOBILE_KOKKOS_SOURCE (a CUDA Kokkos: CMake 4 cannot import an installed CUDA Kokkos 3.4).
   include("${_BATMOBILE_HOOK_DIR}/BatmobileDeps.cmake")
   if(TARGET kokkos)
     batmobile_kokkos_config_shim()
   else()
-    find_package(Kokkos 3.4 REQUIRED CONFIG)
+    batmobile_find_kokkos()
   endif()
   if(EXISTS "${batmobile_src}/kernels/CMakeLists.txt")
     add_subdirectory("${batmobile_src}/kernels" batmobile_kernels)

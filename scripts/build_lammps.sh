@@ -5,7 +5,8 @@
 # our sources only those are recompiled.
 #   scripts/build_lammps.sh [--lammps 2021|2025] [--backend openmp|cuda] [--mpi auto|on|off] [--plugin-only]
 # --lammps 2021 (default): LAMMPS 29 Sep 2021 with KOKKOS (batmobile and batmobile/kk).
-# --lammps 2025: LAMMPS 4 Feb 2025 without KOKKOS (pair_style batmobile; the model runs on its own host Kokkos).
+# --lammps 2025: LAMMPS 4 Feb 2025 without KOKKOS (pair_style batmobile; the model runs on the styles' own Kokkos:
+#   a host Kokkos, or with --backend cuda a CUDA Kokkos built in the project, for `pair_style batmobile device cuda`).
 # --plugin-only: a stock LAMMPS (none of our styles inside) and batmobileplugin.so built against it.
 # Environment: BATMOBILE_JOBS, BATMOBILE_TORCH_PREFIX, BATMOBILE_LAMMPS_CMAKE_ARGS (extra CMake arguments).
 # Last line of output: the build directory. It contains batmobile-build.env with LMP=..., PLUGIN=...
@@ -34,16 +35,23 @@ case "$VERSION" in
     ARGS+=(-DPKG_KOKKOS=ON -DKokkos_ENABLE_SERIAL=ON);;
   2025)
     # LAMMPS's KOKKOS package of 2025 needs Kokkos >= 4, which Debian does not ship as sources: no batmobile/kk.
-    [ "$BACKEND" = openmp ] || { echo "--lammps 2025 builds the CPU style only (no --backend $BACKEND)" >&2; exit 2; }
     TAG=$LAMMPS2025_TAG; KOKKOS_KEY=host-$KOKKOS_TAG
     "$HERE/fetch_sources.sh" >&2
     LV=$BATMOBILE_CACHE/src/lammps-$LAMMPS2025_TAG
-    ARGS+=(-DPKG_KOKKOS=OFF -DPKG_MANYBODY=ON -DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
+    ARGS+=(-DPKG_KOKKOS=OFF -DPKG_MANYBODY=ON)
+    if [ "$BACKEND" = cuda ]; then
+      # the styles' own Kokkos with CUDA, built in this project from the patched Kokkos 3.4 (CUDA 13, sm_90)
+      KSRC=$(readlink -f "$("$HERE/prepare_sources.sh" | tail -n1)/lib/kokkos"); KOKKOS_KEY=$KOKKOS_TAG-p$(kokkos_patch_hash)
+      ARGS+=(-DBATMOBILE_KOKKOS_SOURCE="$KSRC" -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON)
+    else
+      ARGS+=(-DKokkos_ROOT="$("$HERE/build_kokkos_host.sh" | tail -n1)")
+    fi
     # LAMMPS's force-style harness (test_pair_style) runs on the build with our style compiled in
     [ "$BUILTIN" = ON ] && ARGS+=(-DBATMOBILE_LAMMPS_HARNESS=ON);;
   *) echo "unknown LAMMPS version $VERSION (2021 or 2025)" >&2; exit 2;;
 esac
 ARGS+=(-DBATMOBILE_LAMMPS_TREE="$LV")
+KSRC=${KSRC:-$LV/lib/kokkos}  # the Kokkos whose nvcc_wrapper compiles a CUDA build
 # ccache when present (CMAKE_CXX_COMPILER_LAUNCHER in the environment wins). Paths relative to the cache let the
 # builds of one LAMMPS version (with our styles and --plugin-only) share LAMMPS's objects.
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null 2>&1; then
@@ -58,7 +66,7 @@ case "$BACKEND" in
   cuda)
     # nvcc_wrapper compiles everything; HOPPER90 comes from patches/kokkos (native sm_90 for the H200).
     ARGS+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ARCH_HOPPER90=ON -DKokkos_ENABLE_OPENMP=OFF -DBUILD_OMP=OFF
-           -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper")
+           -DCMAKE_CXX_COMPILER="$KSRC/bin/nvcc_wrapper")
     COMPILER_ID="$(nvcc --version | tail -n1) $(${NVCC_WRAPPER_DEFAULT_COMPILER:-g++} -dumpfullversion)";;
   *) echo "unknown backend $BACKEND" >&2; exit 2;;
 esac

@@ -2,9 +2,10 @@
 
 Train K members that differ only in their random seed (initial weights and data order), export each:
 
-    python -m batmobile.committee train --members 3 --out runs/committee [batmobile.train options ...]
+    python -m batmobile.committee train --members 3 --out runs/committee [--jobs 3] [batmobile.train options ...]
 
-writes OUT/member_K/ (each a batmobile.train run directory) and OUT/member_K.pt, for
+writes OUT/member_K/ (each a batmobile.train run directory) and OUT/member_K.pt (--jobs N: N members train at once,
+each in its own process, its output in OUT/member_K.log; small models share one GPU well), for
 
     pair_style batmobile out_freq 100 out_file model_devi.out
     pair_coeff * * OUT/member_0.pt OUT/member_1.pt OUT/member_2.pt O H
@@ -32,7 +33,10 @@ def train_members(argv):
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--out", required=True)
     p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="members trained at once, one process each")
     a, rest = p.parse_known_args(argv)
+    if a.jobs < 1:
+        raise SystemExit("--jobs must be at least 1")
     if a.members < 2:
         raise SystemExit("a committee needs at least 2 members (--members)")
     if any(opt == "--seed" or opt.startswith("--seed=") for opt in rest):
@@ -41,15 +45,44 @@ def train_members(argv):
         raise SystemExit("--out is the committee's directory")
     from . import export, train
     paths = []
-    for k in range(a.members):
-        run = os.path.join(a.out, f"member_{k}")
-        print(f"committee member {k + 1}/{a.members}: seed {a.first_seed + k}, {run}", flush=True)
-        train.main(rest + ["--out", run, "--seed", str(a.first_seed + k)])
+    runs = [os.path.join(a.out, f"member_{k}") for k in range(a.members)]
+    if a.jobs > 1:
+        train_in_processes(runs, rest, a.first_seed, a.jobs)
+    for k, run in enumerate(runs):
+        if a.jobs == 1:
+            print(f"committee member {k + 1}/{a.members}: seed {a.first_seed + k}, {run}", flush=True)
+            train.main(rest + ["--out", run, "--seed", str(a.first_seed + k)])
         path = os.path.join(a.out, f"member_{k}.pt")
         export.main([os.path.join(run, "checkpoint.pt"), path])
         paths.append(path)
     print("pair_coeff * * " + " ".join(paths) + " <species>")
     return paths
+
+
+def train_in_processes(runs, train_args, first_seed, jobs):
+    """Trains run k with seed first_seed + k, `jobs` processes at a time; each one's output goes to RUN.log."""
+    import subprocess
+    os.makedirs(os.path.dirname(runs[0]) or ".", exist_ok=True)
+    # the children import this package from where this process found it
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [parent, os.environ.get("PYTHONPATH")])))
+    pending = list(enumerate(runs))
+    active = []
+    while pending or active:
+        while pending and len(active) < jobs:
+            k, run = pending.pop(0)
+            cmd = [sys.executable, "-m", "batmobile.train", *train_args, "--out", run, "--seed", str(first_seed + k)]
+            print(f"committee member {k + 1}/{len(runs)}: seed {first_seed + k}, {run} (log {run}.log)", flush=True)
+            log = open(run + ".log", "w")
+            active.append((k, run, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+        k, run, proc, log = active.pop(0)
+        rc = proc.wait()
+        log.close()
+        if rc != 0:
+            for _, _, other, _ in active:
+                other.terminate()
+            raise SystemExit(f"committee member {k + 1} failed (exit {rc}): see {run}.log")
+        print(f"committee member {k + 1}/{len(runs)} done", flush=True)
 
 
 def read_devi(path):

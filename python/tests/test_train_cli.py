@@ -193,3 +193,24 @@ def test_progress_bar(xyz, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "2/2" in captured.err and "loss" in captured.err and "meV/A" in captured.err
     assert "final validation" in captured.out
+
+
+def test_committee_members_in_parallel_processes(xyz, tmp_path):
+    """python -m batmobile.committee train --jobs 2: both members train at once (own processes, own logs), each with
+    its own seed, and are exported; one member per process gives the same model as the sequential command."""
+    from batmobile import committee
+    args = ["--train", xyz + "@:6", "--val", xyz + "@6:", "--steps", "2"] + TINY
+    par = str(tmp_path / "par")
+    seq = str(tmp_path / "seq")
+    committee.main(["train", "--members", "2", "--jobs", "2", "--out", par] + args)
+    committee.main(["train", "--members", "2", "--out", seq] + args)
+    for k in range(2):
+        assert os.path.isfile(os.path.join(par, f"member_{k}.log"))
+        a = load_checkpoint(os.path.join(par, f"member_{k}", "checkpoint.pt"))["model"]
+        b = load_checkpoint(os.path.join(seq, f"member_{k}", "checkpoint.pt"))["model"]
+        assert all(torch.equal(a[n], b[n]) for n in a), f"member {k}: parallel and sequential runs differ"
+    m0 = load_checkpoint(os.path.join(par, "member_0", "checkpoint.pt"))["model"]
+    m1 = load_checkpoint(os.path.join(par, "member_1", "checkpoint.pt"))["model"]
+    assert not all(torch.equal(m0[n], m1[n]) for n in m0), "the members' seeds made no difference"
+    with pytest.raises(SystemExit, match="--jobs"):
+        committee.main(["train", "--members", "2", "--jobs", "0", "--out", par] + args)

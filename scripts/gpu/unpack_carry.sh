@@ -8,8 +8,8 @@ C=$BATMOBILE_REPO/.carry
 [ -f "$C/SHA256SUMS" ] || { log "no $C/SHA256SUMS: run scripts/gpu/prepare_carry.sh and carry .carry"; exit 1; }
 (cd "$C" && sha256sum -c --quiet SHA256SUMS)
 mkdir -p "$BATMOBILE_CACHE/src"
-for t in kokkos-$KOKKOS_TAG lammps-$LAMMPS_TAG; do
-  if [ ! -f "$BATMOBILE_CACHE/src/$t/.complete" ]; then
+for t in kokkos-$KOKKOS_TAG lammps-$LAMMPS_TAG lammps-$LAMMPS2025_TAG; do
+  if [ ! -f "$BATMOBILE_CACHE/src/$t/.complete" ] && [ -f "$C/$t.tar.xz" ]; then
     tar -C "$BATMOBILE_CACHE/src" -xJf "$C/$t.tar.xz"
     touch "$BATMOBILE_CACHE/src/$t/.complete"
   fi

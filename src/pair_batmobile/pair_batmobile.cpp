@@ -59,16 +59,32 @@ class LammpsExchange : public batmobile::GhostExchange<T, HostExec> {
 };
 
 bool g_we_initialized_kokkos = false;
-void ensure_kokkos()
+// Without `-k on` LAMMPS leaves Kokkos uninitialised; the model still runs on the host execution space, or on this
+// node's GPU (ranks of a node take its GPUs in turn) where the styles were built for CUDA.
+void ensure_kokkos(LAMMPS *lmp, const char *style)
 {
-  // Without `-k on` LAMMPS leaves Kokkos uninitialised; the model still runs on the host execution space.
-  if (!Kokkos::is_initialized()) {
-    Kokkos::initialize();
-    g_we_initialized_kokkos = true;
-    std::atexit([] {
-      if (g_we_initialized_kokkos && Kokkos::is_initialized()) Kokkos::finalize();
-    });
+  if (Kokkos::is_initialized()) return;
+  Kokkos::InitArguments args;
+  if (PairBatmobile::gpu_build()) {
+    // (Kokkos initialises its GPU back-end either way and would abort without one)
+    const int gpus = PairBatmobile::gpu_count();
+    if (gpus < 1)
+      lmp->error->one(FLERR, "pair_style {}: these styles were built for CUDA, but this process sees no GPU; on "
+                      "machines without one use a CPU build (scripts/build_lammps.sh --lammps 2025)", style);
+    int local_rank = 0;
+#if !defined(MPI_STUBS)
+    MPI_Comm node;
+    MPI_Comm_split_type(lmp->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+#endif
+    args.device_id = local_rank % gpus;
   }
+  Kokkos::initialize(args);
+  g_we_initialized_kokkos = true;
+  std::atexit([] {
+    if (g_we_initialized_kokkos && Kokkos::is_initialized()) Kokkos::finalize();
+  });
 }
 }    // namespace
 
@@ -127,6 +143,13 @@ void PairBatmobile::settings(int narg, char **arg)
     } else if (strcmp(arg[iarg], "kernels") == 0) {
       kernels_choice = keyword_choice(narg - iarg, arg + iarg, {"fused", "reference"});
       iarg += 2;
+    } else if (strcmp(arg[iarg], "device") == 0 && has_device_keyword()) {
+      device_cuda = keyword_choice(narg - iarg, arg + iarg, {"cpu", "cuda"}) == 1;
+      if (device_cuda && !gpu_build())
+        error->all(FLERR, "pair_style {}: 'device cuda' needs the styles built for CUDA (scripts/build_lammps.sh "
+                   "--lammps 2025 --backend cuda --plugin-only); this build runs the model on the CPU only",
+                   style_label());
+      iarg += 2;
     } else if (const int used = committee->settings_keyword(narg - iarg, arg + iarg, style_label())) {
       iarg += used;
     } else if (const int used = settings_keyword(narg - iarg, arg + iarg)) {
@@ -152,18 +175,20 @@ int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::s
 
 const char *PairBatmobile::settings_usage() const
 {
-  return "pair_style batmobile [precision double|single] [kernels fused|reference] [out_freq N] [out_file FILE]";
+  return "pair_style batmobile [precision double|single] [kernels fused|reference] [device cpu|cuda] [out_freq N] "
+         "[out_file FILE]";
 }
 
 std::string PairBatmobile::launch_settings() const
 {
-  return fmt::format("precision {}, kernels {}{}", single_precision ? "single" : "double",
-                     kernels_choice == 1 ? "reference" : "fused", committee->settings_line());
+  const char *device_word = !has_device_keyword() ? "" : device_cuda ? ", device cuda" : ", device cpu";
+  return fmt::format("precision {}, kernels {}{}{}", single_precision ? "single" : "double",
+                     kernels_choice == 1 ? "reference" : "fused", device_word, committee->settings_line());
 }
 
 void PairBatmobile::load_model(const std::string &path)
 {
-  ensure_kokkos();
+  ensure_kokkos(lmp, style_label());
   batmobile::ModelFile mf;
   try {
     mf = batmobile::load_model_file(path);
@@ -197,6 +222,11 @@ void PairBatmobile::build_models(const batmobile::ModelFile &mf)
 {
   impl->model_d.reset();
   impl->model_f.reset();
+  device.reset();
+  if (device_cuda) {
+    build_device_models(mf);
+    return;
+  }
   const auto backend = batmobile_pair::edge_backend(kernels_choice);
   if (single_precision)
     impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf, backend);
@@ -246,6 +276,10 @@ void PairBatmobile::load_members(const std::vector<std::string> &paths)
 
 void PairBatmobile::build_members(const std::vector<batmobile::ModelFile> &files)
 {
+  if (device) {
+    build_device_members(files);
+    return;
+  }
   batmobile_pair::build_members<HostExec>(*impl, files, single_precision,
                                           batmobile_pair::edge_backend(kernels_choice));
 }
@@ -345,6 +379,12 @@ void PairBatmobile::compute(int eflag, int vflag)
   ev_init(eflag, vflag);
   if (domain->box_change) check_box();
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  if (device_cuda != static_cast<bool>(device))
+    error->all(FLERR, "pair_style batmobile: 'device' changed after pair_coeff; give pair_coeff again");
+  if (device) {
+    compute_device(nlocal, nall);
+    return;
+  }
   double **x = atom->x;
   double **f = atom->f;
   const int *type = atom->type;
@@ -438,22 +478,9 @@ void PairBatmobile::compute(int eflag, int vflag)
 void PairBatmobile::committee_step(int nlocal, int nall)
 {
   Impl &I = *impl;
-  const int K = committee->members();
-  committee_forces.assign((size_t) nall * K * 3, 0.0);
-  committee_virials.assign((size_t) K * 6, 0.0);
-  auto take = [&](int k, const batmobile::Results<HostExec> &r) {
-    batmobile_pair::store_member_outputs(committee_forces, committee_virials, K, k, nall, I.graph.species, r.f,
-                                         r.virial);
-  };
-  take(0, I.results);
-  auto &r = I.member_results;
-  if (r.f.extent(0) < static_cast<size_t>(nall)) r.f = decltype(r.f)("bm_member_f", batmobile_pair::grow_capacity(nall));
-  r.want_energy = false;
-  r.want_virial = true;
-  for (int k = 1; k < K; ++k) {
-    batmobile_pair::run_member(I, single_precision, k, r, error, style_label(), committee->member_paths()[k - 1]);
-    take(k, r);
-  }
+  batmobile_pair::collect_committee(I, single_precision, committee->members(), nall, I.graph.species,
+                                    committee_forces, committee_virials, error, style_label(),
+                                    committee->member_paths());
   committee_model_atom.assign(nlocal, 0);
   for (int i = 0; i < nlocal; ++i) committee_model_atom[i] = I.graph.species(i) >= 0;
   committee_finish(nlocal);

@@ -1,9 +1,11 @@
 /* -*- c++ -*- ----------------------------------------------------------
    pair_style batmobile: E(3)-equivariant message-passing potential (docs/model.md), evaluated by the Kokkos
-   C++ model (src/model) on Kokkos' default host execution space. No libtorch at run time (only to read the
-   model file in pair_coeff).
+   C++ model (src/model) on Kokkos' default host execution space, or with `device cuda` on the GPU of the styles'
+   own CUDA Kokkos (a LAMMPS without the KOKKOS package: pair_batmobile_device.cpp). No libtorch at run time (only
+   to read the model file in pair_coeff).
 
-     pair_style batmobile [precision double|single] [kernels fused|reference] [out_freq N] [out_file FILE]
+     pair_style batmobile [precision double|single] [kernels fused|reference] [device cpu|cuda] [out_freq N]
+                          [out_file FILE]
      pair_coeff * * model.pt [member2.pt ...] O H   (one species name or NULL per atom type; several model files
                                                      form a committee: pair_batmobile_committee.h)
 
@@ -55,9 +57,14 @@ class PairBatmobile : public Pair {
   };
   CommTarget comm_target;
 
+  // whether the styles' Kokkos has a GPU back-end, and how many GPUs this process sees
+  static bool gpu_build();
+  static int gpu_count();
+
  protected:
   bool single_precision = false;
   int kernels_choice = -1;  // -1 default (fused), 0 fused, 1 reference
+  bool device_cuda = false;  // device cuda: the model on the GPU (pair_batmobile_device.cpp)
   std::string model_path;
   std::vector<int> type_species;  // per LAMMPS type (1-based): model species or -1 (NULL)
   double r_c = 0.0, min_distance = 0.0;
@@ -66,6 +73,11 @@ class PairBatmobile : public Pair {
 
   struct Impl;
   std::unique_ptr<Impl> impl;
+  struct DeviceImpl;  // device cuda (pair_batmobile_device.cpp)
+  struct DeviceDeleter {
+    void operator()(DeviceImpl *) const;
+  };
+  std::unique_ptr<DeviceImpl, DeviceDeleter> device;  // null on the host
   std::unique_ptr<BatmobileCommittee> committee;
 
   batmobile::ModelHyper hyper;
@@ -95,6 +107,17 @@ class PairBatmobile : public Pair {
   int keyword_choice(int narg, char **arg, const std::vector<std::string> &values);
   // The style's name in messages, and its settings in effect for the launch line of the log.
   virtual const char *style_label() const { return "batmobile"; }
+  // whether `device cpu|cuda` is a keyword of this style (batmobile/kk runs where LAMMPS's -k/-sf put it)
+  virtual bool has_device_keyword() const { return true; }
+
+  // device cuda (pair_batmobile_device.cpp): the model, committee members and one evaluation on the GPU; positions
+  // go there every step, the neighbour list when LAMMPS rebuilds it, forces (and per-atom terms) come back
+  void build_device_models(const batmobile::ModelFile &file);
+  void build_device_members(const std::vector<batmobile::ModelFile> &files);
+  void compute_device(int nlocal, int nall);
+  void upload_device_neighbors(int nlocal, int nall);
+  void committee_step_on_device(int nlocal, int nall);
+
   virtual std::string launch_settings() const;
 };
 

@@ -129,6 +129,35 @@ void run_member(ImplT &I, bool single_precision, int k, ResultsT &r, Error *erro
   }
 }
 
+// A committee step's outputs for the deviation (PairBatmobile::committee_finish): the first model's this step
+// (I.results) and every further member's on the same graph (into I.member_results), forces of nall atoms
+// (forces[(n * K + k) * 3 + a]) and virials (virials[6 * k + v]) copied to the host. species: a host-accessible
+// view of the graph's species. ImplT as run_member's, plus member_results.
+template <class ImplT, class SpeciesView>
+void collect_committee(ImplT &I, bool single_precision, int K, int nall, const SpeciesView &species,
+                       std::vector<double> &forces, std::vector<double> &virials, Error *error, const char *style_name,
+                       const std::vector<std::string> &paths)
+{
+  forces.assign((size_t) nall * K * 3, 0.0);
+  virials.assign((size_t) K * 6, 0.0);
+  auto take = [&](int k, const auto &r) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.f);
+    store_member_outputs(forces, virials, K, k, nall, species, h, r.virial);
+  };
+  take(0, I.results);
+  auto &r = I.member_results;
+  if (r.f.extent(0) < static_cast<size_t>(nall)) r.f = decltype(r.f)("bm_member_f", grow_capacity(nall));
+  r.want_energy = false;
+  r.want_virial = true;
+  r.add_forces = false;
+  for (int k = 1; k < K; ++k) {
+    // ghost rows a model leaves alone (it folded them) must read zero in the fold of committee_finish
+    Kokkos::deep_copy(r.f, 0.0);
+    run_member(I, single_precision, k, r, error, style_name, paths[k - 1]);
+    take(k, r);
+  }
+}
+
 // Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) the style's settings in effect and how
 // the model's edge kernels launch (Model::launch_summary): "pair_style <name>: <settings>; <launch summary>".
 template <class ImplT>

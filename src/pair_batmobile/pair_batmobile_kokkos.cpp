@@ -223,25 +223,9 @@ void PairBatmobileKokkos<DeviceType>::committee_step_device(int nlocal, int nall
       "bm_kk_committee_add", Policy(0, nall), KOKKOS_LAMBDA(int n) {
         for (int a = 0; a < 3; ++a) f(n, a) += first(n, a);
       });
-  committee_forces.assign((size_t) nall * K * 3, 0.0);
-  committee_virials.assign((size_t) K * 6, 0.0);
   const auto species = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), I.graph.species);
-  auto take = [&](int k, const batmobile::Results<typename KKImpl::Exec> &r) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.f);
-    batmobile_pair::store_member_outputs(committee_forces, committee_virials, K, k, nall, species, h, r.virial);
-  };
-  take(0, I.results);
-  auto &r = I.member_results;
-  if (r.f.extent(0) < static_cast<size_t>(nall)) r.f = decltype(r.f)("bm_member_f", batmobile_pair::grow_capacity(nall));
-  r.want_energy = false;
-  r.want_virial = true;
-  r.add_forces = false;
-  for (int k = 1; k < K; ++k) {
-    // ghost rows a model leaves alone (it folded them) must read zero in the fold of committee_finish
-    Kokkos::deep_copy(r.f, 0.0);
-    batmobile_pair::run_member(I, single_precision, k, r, error, style_label(), committee->member_paths()[k - 1]);
-    take(k, r);
-  }
+  batmobile_pair::collect_committee(I, single_precision, K, nall, species, committee_forces, committee_virials, error,
+                                    style_label(), committee->member_paths());
   committee_model_atom.assign(nlocal, 0);
   for (int i = 0; i < nlocal; ++i) committee_model_atom[i] = species(i) >= 0;
   committee_finish(nlocal);

@@ -74,6 +74,7 @@ class PairBatmobileKokkos : public PairBatmobile {
   int settings_keyword(int narg, char **arg) override;
   const char *settings_usage() const override;
   const char *style_label() const override { return "batmobile/kk"; }
+  bool has_device_keyword() const override { return false; }
   std::string launch_settings() const override;
   void select_exchange(int nlocal, int nall);
   void check_closest(double closest_sq, bigint step);

@@ -9,12 +9,16 @@ Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
                       stress/atom; sum of pe/atom == pe. VARIANT: double | single | reference_kernels | kk | kk_single |
                       kk_reference_kernels | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
+                      | device_cuda | device_cuda_single | device_cuda_mpi2 (pair_style batmobile device cuda: a build
+                      whose styles' Kokkos has CUDA, e.g. scripts/build_lammps.sh --lammps 2025 --backend cuda)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
   kk                  batmobile/kk (host) agrees with batmobile to 1e-10
   kk_comm             batmobile/kk on 1, 2, 4 ranks with its own device swap exchange (ghost_comm device) and with
                       LAMMPS's pair communication (ghost_comm lammps, comm_style tiled) agrees with batmobile and
                       with each other; `compute pair` counts which path the exchanges took and how each swap went
   kk_md N [GHOST_COMM] 40-step trajectory of batmobile/kk on N ranks follows batmobile (ghost_comm device|lammps)
+  device_md N         40-step trajectory of batmobile device cuda on N ranks follows batmobile on the CPU
+  no_gpu              a CUDA build of the styles where the process sees no GPU stops with its message
   fd                  finite-difference forces and pressure (strain derivative) through LAMMPS
   errors              every bad input stops with its documented message (pair_coeff, pair_style keywords, ...)
   keywords            batmobile/kk's distance_check, mpi_buffers (2 ranks) and graph_team: same results whatever
@@ -71,7 +75,7 @@ def runs_on_gpu(env, kokkos=False, gpu=False):
     return bool(gpu or (kokkos and env.vars.get("BACKEND") == "cuda"))
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=()):
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None):
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
@@ -89,7 +93,7 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
         if os.geteuid() == 0:
             pre.append("--allow-run-as-root")
         cmd = pre + cmd
-    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false")
+    envv = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="false", **(extra_env or {}))
     p = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
                        env=envv)
     log = open(os.path.join(tmp, "log.lammps")).read() if os.path.isfile(os.path.join(tmp, "log.lammps")) else ""
@@ -303,6 +307,14 @@ def test_reference(env, variant):
             tol = 1e-4
         if variant == "gpu_reference":
             kw["kernels"] = "reference"
+    if variant.startswith("device_cuda"):
+        require_device_cuda(env)
+        kw.update(keywords="device cuda", plugin=env.vars.get("BUILTIN") == "OFF")
+        if variant == "device_cuda_single":
+            kw["precision"] = "single"
+            tol = 1e-4
+        if variant == "device_cuda_mpi2":
+            kw["nranks"] = 2
     if variant.startswith("mpi"):
         kw["nranks"] = int(variant[3:])
     if variant.startswith("kk_mpi"):  # batmobile/kk on N ranks x 1 thread
@@ -319,9 +331,10 @@ def test_reference(env, variant):
     want = read_ref(env)
     ok = compare(variant, got, want, tol)
     kk = kw.get("kokkos") or kw.get("gpu")
-    on_gpu = runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False))
+    device = "cuda" if variant.startswith("device_cuda") else None
+    on_gpu = runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False)) or device == "cuda"
     ok &= check_launch_line(got["log"], "batmobile/kk" if kk else "batmobile", kw.get("kernels") == "reference",
-                            on_gpu, default_settings(env, kk, on_gpu, kw.get("precision"), kw.get("kernels")))
+                            on_gpu, default_settings(env, kk, on_gpu, kw.get("precision"), kw.get("kernels"), device))
     s = abs(got["sum_pe_atom"] - got["energy"]) / abs(got["energy"])
     print(f"  sum pe/atom vs pe rel diff {s:.3e}")
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
@@ -330,11 +343,21 @@ def test_reference(env, variant):
     print("PASS")
 
 
-def default_settings(env, kk, gpu, precision=None, kernels=None):
+def require_device_cuda(env):
+    """Skips unless this build's styles run with `device cuda` (their Kokkos built for CUDA)."""
+    if env.vars.get("BACKEND") != "cuda":
+        skip(f"LAMMPS build backend is {env.vars.get('BACKEND')}, not cuda: no 'device cuda'")
+    if env.vars.get("BUILTIN") == "OFF" and not os.path.isfile(env.vars.get("PLUGIN", "")):
+        skip("a stock LAMMPS without batmobileplugin.so")
+
+
+def default_settings(env, kk, gpu, precision=None, kernels=None, device=None):
     """The settings a run with these pair_style keywords logs (docs/pair_style.md): batmobile/kk's auto values are
     deferred distance checks and 32 threads per atom on a GPU, immediate checks and one thread on host back-ends;
     MPI reads the buffers in place on host builds (a GPU build with GPU-aware MPI too, else mpi_buffers host)."""
     settings = {"precision": precision or "double", "kernels": kernels or "fused"}
+    if not kk:
+        settings["device"] = device or "cpu"
     if kk:
         settings.update(ghost_comm="device", distance_check="deferred" if gpu else "immediate",
                         graph_team="32" if gpu else "1")
@@ -345,7 +368,7 @@ def default_settings(env, kk, gpu, precision=None, kernels=None):
 
 def check_launch_line(log, style, reference, gpu, settings):
     """The style logs once per run its settings in effect and how its edge kernels launch (Model::launch_summary):
-    "pair_style <style>: precision P, kernels K[, ghost_comm G, distance_check D, mpi_buffers M, graph_team N];
+    "pair_style <style>: precision P, kernels K[, device D][, ghost_comm G, distance_check D, mpi_buffers M, graph_team N];
     <launch summary>", one line for this run 0, fused kernels per layer unless the reference ones were asked for;
     more than one thread per atom only on a GPU. settings: {keyword: value} the line must show."""
     lines = [ln for ln in log.splitlines() if ln.startswith(f"pair_style {style}: ")]
@@ -356,7 +379,7 @@ def check_launch_line(log, style, reference, gpu, settings):
     head = line.split("; ")[0][len(f"pair_style {style}: "):]
     shown = dict(item.split(" ", 1) for item in head.split(", "))
     keys = ["precision", "kernels"] + (["ghost_comm", "distance_check", "mpi_buffers", "graph_team"]
-                                       if style == "batmobile/kk" else [])
+                                       if style == "batmobile/kk" else ["device"])
     if list(shown) != keys or any(shown[k] != v for k, v in settings.items()):
         print(f"  launch line settings WRONG: {head!r}, expected {keys} with {settings}")
         return False
@@ -681,8 +704,13 @@ def test_errors(env):
         ("missing value", base_script(env, keywords="precision"), "'precision' needs double or single"),
         ("kk-only keyword", base_script(env, keywords="distance_check deferred"),
          "unknown keyword 'distance_check' (usage: pair_style batmobile [precision double|single] "
-         "[kernels fused|reference] [out_freq N] [out_file FILE])"),
+         "[kernels fused|reference] [device cpu|cuda] [out_freq N] [out_file FILE])"),
+        ("bad device", base_script(env, keywords="device gpu"), "unknown device 'gpu' (use cpu or cuda)"),
     ]
+    if env.vars.get("BACKEND") != "cuda":  # a CPU build has no GPU path
+        cases.append(("device cuda, CPU build", base_script(env, keywords="device cuda"),
+                      "'device cuda' needs the styles built for CUDA (scripts/build_lammps.sh --lammps 2025 "
+                      "--backend cuda --plugin-only); this build runs the model on the CPU only"))
     ok = True
     for name, script, *messages in cases:
         rc, out, _ = run_lmp(env, script, expect_fail=True)
@@ -706,6 +734,7 @@ def test_errors(env):
             ("graph_team word", base_script(env, keywords="graph_team warp"), "unknown graph_team 'warp'"),
             ("graph_team too big", base_script(env, keywords="graph_team 1024") + "run 0\n",
              "graph_team 1024 is more than this back-end's team size limit"),
+            ("device, kk", base_script(env, keywords="device cuda"), "unknown keyword 'device'"),
             ("unknown keyword, kk", base_script(env, keywords="speed max"),
              "unknown keyword 'speed' (usage: pair_style batmobile/kk [precision double|single] [kernels "
              "fused|reference] [ghost_comm device|lammps] [distance_check auto|deferred|immediate] "
@@ -863,6 +892,54 @@ run 40
     print("PASS")
 
 
+def test_device_md(env, nranks=1):
+    """batmobile device cuda follows batmobile on the CPU through re-neighbouring (small skin, every step): the
+    neighbour list uploaded at each rebuild, the edge list cut from it on the GPU every step, ghost features through
+    the GPU image map (one rank) or LAMMPS's communication (several ranks, atoms migrating)."""
+    require_device_cuda(env)
+    md = """neighbor 0.2 bin
+neigh_modify every 1 delay 0 check yes
+velocity all create 50.0 4928459 mom yes rot yes dist gaussian
+timestep 0.0005
+fix 1 all nve
+thermo 5
+thermo_style custom step pe ke press
+thermo_modify format float %.15g
+run 40
+"""
+    pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if env.vars.get("BUILTIN") == "OFF" else ""
+    rows = {}
+    for device in ("cpu", "cuda"):
+        _, log, _ = run_lmp(env, pre + base_script(env, keywords=f"device {device}") + md, nranks=nranks)
+        rows[device] = thermo_rows(log)
+        builds = re.findall(r"Neighbor list builds = (\d+)", log)
+        print(f"  device {device}: {len(rows[device])} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
+        if builds and int(builds[-1]) < 2:
+            fail("the trajectory did not re-neighbour: the test would not exercise the neighbour-list upload")
+    a, b = rows["cpu"], rows["cuda"]
+    if len(a) != len(b) or len(a) < 7:
+        fail(f"thermo rows differ: {len(a)} vs {len(b)}")
+    worst = max(abs(ra[k] - rb[k]) / max(abs(ra[k]), 1e-300) for ra, rb in zip(a, b) for k in ("PotEng", "KinEng", "Press"))
+    print(f"  max relative difference along 40 steps (pe, ke, press), {nranks} ranks: {worst:.3e} (tol 1e-8)")
+    if worst > 1e-8:
+        fail("the device cuda trajectory differs from the CPU one")
+    print("PASS")
+
+
+def test_no_gpu(env):
+    require_device_cuda(env)
+    pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if env.vars.get("BUILTIN") == "OFF" else ""
+    ok = True
+    for device in ("cuda", "cpu"):  # (Kokkos starts its CUDA back-end for either)
+        rc, out, _ = run_lmp(env, pre + base_script(env, keywords=f"device {device}") + "run 0\n", expect_fail=True,
+                             extra_env={"CUDA_VISIBLE_DEVICES": ""})
+        ok &= stopped_with(f"no GPU, device {device}", rc, out, "these styles were built for CUDA, but this process "
+                           "sees no GPU")
+    if not ok:
+        fail("a CUDA build without a GPU did not stop with its message")
+    print("PASS")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="")
@@ -876,6 +953,8 @@ def main():
      "nve": lambda: test_nve(env), "keywords": lambda: test_keywords(env), "checksum": lambda: test_checksum(env),
      "hybrid": lambda: test_hybrid(env), "hybrid_sum": lambda: test_hybrid_sum(env),
      "slab": lambda: test_slab(env, *a.args),
+     "device_md": lambda: test_device_md(env, int(a.args[0]) if a.args else 1),
+     "no_gpu": lambda: test_no_gpu(env),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
                                  a.args[1] if len(a.args) > 1 else None, a.args[2] if len(a.args) > 2 else "on")}[a.test]()

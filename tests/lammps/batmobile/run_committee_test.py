@@ -10,6 +10,7 @@ Tests:
            equal what the members evaluated one at a time give (numpy, DeePMD-kit's definitions); the committee's
            energy and forces are those of the first model alone; 1, 2 and 4 MPI ranks agree (_kk: batmobile/kk
            on 1 and 2 ranks)
+  values_device  values with pair_style batmobile device cuda (the styles' CUDA Kokkos) on 1 and 2 ranks
   steps[_kk]   a 6-step NVE run with out_freq 3 writes steps 0, 3, 6 only and follows the first model alone bit for bit
   errors   members with other species or another cutoff, a missing or corrupt member, out_freq <= 0 (and batmobile/kk)
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
@@ -23,7 +24,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
-from run_batmobile_test import NKTV2P, Env, fail, rel, run_lmp, skip, stopped_with, thermo_rows  # noqa: E402
+from run_batmobile_test import (NKTV2P, Env, fail, rel, require_device_cuda, run_lmp, skip, stopped_with,  # noqa: E402
+                                thermo_rows)
 
 
 def write_member(env, path, seed, scale=0.05, species=None, r_c=None):
@@ -59,7 +61,9 @@ def write_member(env, path, seed, scale=0.05, species=None, r_c=None):
 def script(env, models, style="batmobile", keywords="", run="run 0", dump_devi=True, dump_every=1):
     devi = "fix dv all property/atom d_batmobile_devi_f\n" if dump_devi else ""
     cols = "id fx fy fz" + (" d_batmobile_devi_f" if dump_devi else "")
-    return f"""units metal
+    # a stock LAMMPS gets the styles from the plugin
+    plugin = f"plugin load {env.vars.get('PLUGIN', '')}\n" if env.vars.get("BUILTIN") == "OFF" else ""
+    return f"""{plugin}units metal
 atom_style atomic
 boundary p p p
 read_data {os.path.join(env.ref, 'water.data')}
@@ -114,9 +118,11 @@ def members(env, tmp):
             write_member(env, os.path.join(tmp, "m2.pt"), 2)]
 
 
-def test_values(env, kokkos=False):
+def test_values(env, kokkos=False, device=False):
     if kokkos and not env.has_style("batmobile/kk"):
         skip("this LAMMPS build has no KOKKOS package")
+    if device:
+        require_device_cuda(env)
     tmp = tempfile.mkdtemp(prefix="bm_committee_")
     paths = members(env, tmp)
     alone = [evaluate(env, [p], dump_devi=False) for p in paths]
@@ -127,9 +133,10 @@ def test_values(env, kokkos=False):
     if want[3] < 1e-4:
         fail("the perturbed members barely differ: the test would not see a wrong deviation")
     ok = True
-    for nranks in ((1, 2) if kokkos else (1, 2, 4)):
+    for nranks in ((1, 2) if kokkos or device else (1, 2, 4)):
         out = os.path.join(tmp, f"devi_{nranks}.out")
-        got = evaluate(env, paths, nranks=nranks, kokkos=kokkos, keywords=f"out_freq 10 out_file {out}")
+        got = evaluate(env, paths, nranks=nranks, kokkos=kokkos,
+                       keywords=("device cuda " if device else "") + f"out_freq 10 out_file {out}")
         rows = devi_rows(out)
         if rows.shape != (1, 7) or rows[0, 0] != 0:
             fail(f"{nranks} ranks: expected one line for step 0 in {out}, got {rows.tolist()}")
@@ -137,7 +144,8 @@ def test_values(env, kokkos=False):
         e_atom = rel(got["dump"][:, 4], want_atom)
         e_first = max(rel(got["dump"][:, 1:4], forces[0]), rel(got["energy"], alone[0]["energy"]))
         tol_line = 1e-6   # the file prints 7 significant digits
-        tol = 1e-10 if not (kokkos and env.vars.get("BACKEND") == "cuda") else 1e-9  # GPU sums in another order
+        on_gpu = device or (kokkos and env.vars.get("BACKEND") == "cuda")
+        tol = 1e-9 if on_gpu else 1e-10  # GPU sums in another order
         good = e_line <= tol_line and e_atom <= tol and e_first <= tol
         print(f"  {nranks} rank(s): deviation line rel err {e_line:.2e} (tol {tol_line:g}), per-atom {e_atom:.2e}, "
               f"energy/forces vs first model alone {e_first:.2e}: {'ok' if good else 'FAIL'}")
@@ -194,14 +202,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="")
     ap.add_argument("--ref", required=True)
-    ap.add_argument("test", choices=["values", "values_kk", "steps", "steps_kk", "errors"])
+    ap.add_argument("test", choices=["values", "values_kk", "values_device", "steps", "steps_kk", "errors"])
     a = ap.parse_args()
     env = Env(a.build, a.ref)
     try:
         import torch  # noqa: F401
     except ImportError:
         skip("the members are written with torch, which this python lacks")
-    tests = {"values": test_values, "values_kk": lambda e: test_values(e, kokkos=True), "steps": test_steps,
+    tests = {"values": test_values, "values_kk": lambda e: test_values(e, kokkos=True),
+             "values_device": lambda e: test_values(e, device=True), "steps": test_steps,
              "steps_kk": lambda e: test_steps(e, kokkos=True), "errors": test_errors}
     ok = tests[a.test](env)
     print("PASS" if ok else "FAIL")
