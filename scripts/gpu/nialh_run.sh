@@ -7,7 +7,8 @@
 # with its card (nialh_eam.json, parity PNGs; float64 validation incl. stress RMSE) and compares it with eam/alloy
 # (compare.py: energy-volume curve, liquid RDFs). Everything lands in OUTDIR, packed as OUTDIR.tgz.
 # STAGES (default "frames train compare"): a subset runs only those, on what OUTDIR holds from the others (e.g.
-# frames and the comparison on a CPU machine, "train" on the GPU with OUTDIR/frames carried).
+# frames and the comparison on a CPU machine, "train" on the GPU with OUTDIR/frames carried: it reads the DeePMD npy
+# copies of the frames, so the GPU machine needs no ASE).
 set -uo pipefail
 USAGE="usage: nialh_run.sh OUTDIR POTENTIAL [TRAIN_MINUTES] [STAGES]"
 OUT=$(mkdir -p "${1:?$USAGE}" && cd "$1" && pwd); POT=$(realpath "${2:?$USAGE}"); MIN=${3:-5}
@@ -31,15 +32,19 @@ if stage frames; then
   "$PY" examples/lammps_inputs/nialh/generate_frames.py --lmp "$LMP" --potential "$POT" --out "$OUT/frames" \
     --jobs "$(nproc)" > "$OUT/frames.log" 2>&1 || { say "frame generation failed"; tail -n 20 "$OUT/frames.log"; exit 1; }
   tail -n 1 "$OUT/frames.log"
+  # the same frames as DeePMD npy systems: training and validation need neither ASE nor LAMMPS then
+  for part in train val; do
+    "$PY" -m batmobile.deepmd_io "$OUT/frames/$part.extxyz" --out "$OUT/frames/deepmd_$part" | tail -n 1
+  done
 fi
 if stage train; then
   say "training ($MIN min)"
-  "$PY" -m batmobile.train --train "$OUT/frames/train.extxyz" --val "$OUT/frames/val.extxyz" --species Ni Al H \
+  "$PY" -m batmobile.train --train "$OUT"/frames/deepmd_train/sys_* --val "$OUT"/frames/deepmd_val/sys_* --species Ni Al H \
     --r_c 5.5 --T 2 --C 32 --force-weight 10 --energy-weight-final 5 --stress-weight 1 --steps 100000 \
     --total-minutes "$MIN" --device cuda --progress lines --log-every 500 --out "$OUT/run" > "$OUT/train.log" 2>&1
   tail -n 3 "$OUT/train.log"
   "$PY" -m batmobile.export "$OUT/run/checkpoint.pt" "$OUT/nialh_eam.pt" &&
-    "$PY" -m batmobile.evaluate "$OUT/nialh_eam.pt" --frames "$OUT/frames/val.extxyz" --device cuda \
+    "$PY" -m batmobile.evaluate "$OUT/nialh_eam.pt" --frames "$OUT"/frames/deepmd_val/sys_* --device cuda \
       --plots "$OUT" --prefix nialh_eam_ --card "$OUT/nialh_eam.json" | tail -n 1
 fi
 stage compare || { say "done"; exit 0; }
