@@ -12,6 +12,7 @@ Tests:
            on 1 and 2 ranks)
   values_device  values with pair_style batmobile device cuda (the styles' CUDA Kokkos) on 1 and 2 ranks
   steps[_kk]   a 6-step NVE run with out_freq 3 writes steps 0, 3, 6 only and follows the first model alone bit for bit
+           (to 1e-9 relative with batmobile/kk on a GPU, whose neighbour order changes from run to run)
   errors   members with other species or another cutoff, a missing or corrupt member, out_freq <= 0 (and batmobile/kk)
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 """
@@ -166,8 +167,15 @@ def test_steps(env, kokkos=False):
                    dump_every=6)
     one = evaluate(env, paths[:1], kokkos=kokkos, run=md, dump_devi=False, dump_every=6)
     steps = devi_rows(out)[:, 0].tolist()
-    same = np.array_equal(com["dump"], one["dump"]) and com["energy"] == one["energy"]
-    print(f"  deviation written at steps {steps}; trajectory identical to the first model alone: {same}")
+    if kokkos and env.vars.get("BACKEND") == "cuda":
+        # LAMMPS's GPU neighbour lists order neighbours differently from run to run: two GPU runs agree to rounding
+        diff = max(rel(com["dump"], one["dump"]), rel(com["energy"], one["energy"]))
+        same = diff <= 1e-9
+        print(f"  deviation written at steps {steps}; trajectory vs the first model alone: max rel diff {diff:.2e} "
+              f"(tol 1e-9, GPU build)")
+    else:
+        same = np.array_equal(com["dump"], one["dump"]) and com["energy"] == one["energy"]
+        print(f"  deviation written at steps {steps}; trajectory identical to the first model alone: {same}")
     return steps == [0.0, 3.0, 6.0] and same
 
 
