@@ -12,6 +12,7 @@ LMP=${1:?$USAGE}; OUT=$(mkdir -p "${2:?$USAGE}" && cd "$2" && pwd); shift 2
 [ $# -ge 2 ] || { echo "$USAGE" >&2; exit 2; }
 MODELS=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
+source "$ROOT/bench/md/bench_common.sh"
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 CASES=${BATMOBILE_COMMITTEE_CASES:-"648:1:1:1:1000:5 10368:2:2:4:200:3"}
 FREQ=${BATMOBILE_COMMITTEE_OUT_FREQ:-100}
@@ -27,13 +28,12 @@ for c in $CASES; do
       timeout 300 "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none -var data "$DATA" \
         -var pot "$pot" -var pair_extra "$extra" -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" \
         -var nwarm 5 -var prec single -var newton off
-      sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" 2>/dev/null | tail -n1 | cut -d' ' -f1)
-      echo "$n $kind $r ${sps:-nan}" | tee -a "$OUT/runs.txt"
+      echo "$n $kind $r $(steps_per_second "$log")" | tee -a "$OUT/runs.txt"
     done
   done
 done
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.commit" 2>/dev/null || echo unknown)
-MACHINE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1); MACHINE=${MACHINE:-host CPU}
+COMMIT=$(bench_commit)
+MACHINE=$(bench_machine)
 python3 "$HERE/collect_committee.py" "$OUT/runs.txt" --members ${#MODELS[@]} --out-freq "$FREQ" --commit "$COMMIT" \
   --machine "$MACHINE" --command "BATMOBILE_COMMITTEE_CASES=\"$CASES\" bench/md/run_committee_bench.sh LMP OUTDIR \
 $(for m in "${MODELS[@]}"; do basename "$m"; done | paste -sd' ') (${ACCEL[*]})" --out "$OUT/committee_h200.json"

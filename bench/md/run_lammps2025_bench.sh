@@ -12,6 +12,7 @@ LMP25=${1:?$USAGE}; PLUGIN=${2:?$USAGE}; LMPKK=${3:?$USAGE}; POT=${4:?$USAGE}
 OUT=$(mkdir -p "${5:?$USAGE}" && cd "$5" && pwd)
 CASES=${6:-"648:1:1:1:1000:3 10368:2:2:4:200:3 97200:5:5:6:40:2"}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
+source "$ROOT/bench/md/bench_common.sh"
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 # the plugin run: load the styles, then the same benchmark input
 printf 'plugin load %s\ninclude %s\n' "$PLUGIN" "$HERE/in.md_bench" > "$OUT/in.plugin_bench"
@@ -30,13 +31,12 @@ for c in $CASES; do
       else
         timeout 300 "$LMP25" -in "$OUT/in.plugin_bench" "${common[@]}" -var newton on -var pair_extra "device cuda"
       fi
-      sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" 2>/dev/null | tail -n1 | cut -d' ' -f1)
-      echo "$n $kind $r ${sps:-nan}" | tee -a "$OUT/runs.txt"
+      echo "$n $kind $r $(steps_per_second "$log")" | tee -a "$OUT/runs.txt"
     done
   done
 done
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.commit" 2>/dev/null || echo unknown)
-MACHINE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1); MACHINE=${MACHINE:-host CPU}
+COMMIT=$(bench_commit)
+MACHINE=$(bench_machine)
 python3 "$HERE/collect_lammps2025.py" "$OUT" --commit "$COMMIT" --machine "$MACHINE" \
   --command "bench/md/run_lammps2025_bench.sh LMP2025 PLUGIN LMP_KK $(basename "$POT") OUTDIR \"$CASES\"" \
   --out "$OUT/md_h200_lammps2025.json"

@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/bench/md/bench_common.sh"
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 POT=$ROOT/potentials/water_fast.pt
 if [ -z "$GPUS" ]; then
@@ -65,7 +66,7 @@ for n in $GPUS; do
   read -r fx fy fz <<<"$f"
   run "weak_$n" "$n" $((bx * fx)) $((by * fy)) $((bz * fz)) "$WEAK_STEPS" single
 done
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.commit" 2>/dev/null || echo unknown)
+COMMIT=$(bench_commit)
 MACHINE=$([ "$CPU" = 1 ] && echo "host CPU ($(nproc) cores, KOKKOS host back-end)" \
   || nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd' ')
 PY=/usr/bin/python3

@@ -2,6 +2,7 @@
 #include "pair_batmobile.h"
 #include "lammps_compat.h"
 #include "pair_batmobile_common.h"
+#include "pair_batmobile_exchange.h"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -30,33 +31,8 @@ using namespace LAMMPS_NS;
 namespace {
 using HostExec = Kokkos::DefaultHostExecutionSpace;
 
-// Ghost features between layers through LAMMPS's forward/reverse pair communication.
 template <class T>
-class LammpsExchange : public batmobile::GhostExchange<T, HostExec> {
- public:
-  using typename batmobile::GhostExchange<T, HostExec>::FeatureView;
-  LammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
-  void forward(FeatureView h) override {
-    target(h);
-    batmobile_compat::forward_comm(lmp_->comm, pair_);
-  }
-  void reverse(FeatureView dh) override {
-    target(dh);
-    batmobile_compat::reverse_comm(lmp_->comm, pair_);
-    // the ghost rows have been added to their owners; clear them as the GhostExchange contract says
-    const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
-    const int width = static_cast<int>(dh.extent(1));
-    for (int n = nlocal; n < nall; ++n)
-      for (int x = 0; x < width; ++x) dh(n, x) = 0;
-  }
-
- private:
-  void target(FeatureView v) {
-    pair_->comm_target.point_to(v.data(), static_cast<int>(v.extent(1)));
-  }
-  PairBatmobile *pair_;
-  LAMMPS *lmp_;
-};
+using LammpsExchange = batmobile_pair::LammpsPairExchange<T, HostExec>;
 
 bool g_we_initialized_kokkos = false;
 // Without `-k on` LAMMPS leaves Kokkos uninitialised; the model still runs on the host execution space, or on this

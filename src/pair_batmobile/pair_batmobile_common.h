@@ -9,8 +9,10 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "atom.h"
 #include "comm.h"
 #include "error.h"
 #include "lammps.h"
@@ -43,6 +45,25 @@ bool reserve_atoms(ImplT &I, int nlocal, int nall)
   if (g.recv_offsets.extent(0) >= static_cast<size_t>(nlocal + 1)) return false;
   g.recv_offsets = decltype(g.recv_offsets)("bm_roff", grow_capacity(nlocal + 1));
   return true;
+}
+
+// On one rank every ghost n (nlocal <= n < nall) is a periodic image of the owned atom with the same tag: that atom's
+// index for each ghost, in ghost order (a LAMMPS error naming style_name where a ghost has none).
+inline std::vector<int> image_owners(const Atom *atom, int nlocal, int nall, Error *error, const char *style_name)
+{
+  const tagint *tag = atom->tag;
+  std::unordered_map<tagint, int> owned;
+  owned.reserve(2 * static_cast<size_t>(nlocal));
+  for (int i = 0; i < nlocal; ++i) owned[tag[i]] = i;
+  std::vector<int> owner(nall - nlocal);
+  for (int n = nlocal; n < nall; ++n) {
+    auto it = owned.find(tag[n]);
+    if (it == owned.end())
+      error->one(FLERR, "pair_style {}: ghost atom with tag {} has no owned atom on this single rank", style_name,
+                 tag[n]);
+    owner[n - nlocal] = it->second;
+  }
+  return owner;
 }
 
 // f(model, exchange) with the model (a pointer, null before it is built) and the ghost-exchange set of the chosen

@@ -6,12 +6,12 @@
 #include "lammps_compat.h"
 #include "pair_batmobile.h"
 #include "pair_batmobile_common.h"
+#include "pair_batmobile_exchange.h"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <unordered_map>
 
 #include "atom.h"
 #include "comm.h"
@@ -38,37 +38,8 @@ using StagingSpace = Kokkos::HostSpace;
 #endif
 using StagingVec3 = Kokkos::View<double *[3], Kokkos::LayoutRight, StagingSpace>;
 
-// Ghost features through LAMMPS's forward/reverse pair communication on a host copy (several ranks).
 template <class T>
-class StagedLammpsExchange : public batmobile::GhostExchange<T, DevExec> {
- public:
-  using typename batmobile::GhostExchange<T, DevExec>::FeatureView;
-  StagedLammpsExchange(PairBatmobile *pair, LAMMPS *lmp) : pair_(pair), lmp_(lmp) {}
-  void forward(FeatureView h) override {
-    stage(h);
-    batmobile_compat::forward_comm(lmp_->comm, pair_);
-    Kokkos::deep_copy(h, host_);
-  }
-  void reverse(FeatureView dh) override {
-    stage(dh);
-    batmobile_compat::reverse_comm(lmp_->comm, pair_);
-    // the ghost rows have been added to their owners; clear them as the GhostExchange contract says
-    const int nlocal = lmp_->atom->nlocal, nall = nlocal + lmp_->atom->nghost;
-    for (int n = nlocal; n < nall; ++n)
-      for (size_t x = 0; x < host_.extent(1); ++x) host_(n, x) = 0;
-    Kokkos::deep_copy(dh, host_);
-  }
-
- private:
-  void stage(FeatureView v) {
-    if (host_.extent(0) != v.extent(0) || host_.extent(1) != v.extent(1)) host_ = Kokkos::create_mirror_view(v);
-    Kokkos::deep_copy(host_, v);
-    pair_->comm_target.point_to(host_.data(), static_cast<int>(v.extent(1)));
-  }
-  PairBatmobile *pair_;
-  LAMMPS *lmp_;
-  typename FeatureView::HostMirror host_;
-};
+using StagedLammpsExchange = batmobile_pair::LammpsPairExchange<T, DevExec>;
 
 // The ghost exchanges of one precision; `active` is this step's: the image map on one rank, else LAMMPS's.
 template <class T>
@@ -193,18 +164,7 @@ void PairBatmobile::upload_device_neighbors(int nlocal, int nall)
   D.exchange_d.images.reset();
   D.exchange_f.images.reset();
   if (comm->nprocs == 1) {
-    // one rank: ghost n is an image of the owned atom with the same tag
-    const tagint *tag = atom->tag;
-    std::unordered_map<tagint, int> owned;
-    owned.reserve(2 * static_cast<size_t>(nlocal));
-    for (int i = 0; i < nlocal; ++i) owned[tag[i]] = i;
-    std::vector<int> owner(nall - nlocal);
-    for (int n = nlocal; n < nall; ++n) {
-      auto it = owned.find(tag[n]);
-      if (it == owned.end())
-        error->one(FLERR, "pair_style batmobile: ghost atom with tag {} has no owned atom on this single rank", tag[n]);
-      owner[n - nlocal] = it->second;
-    }
+    const std::vector<int> owner = batmobile_pair::image_owners(atom, nlocal, nall, error, style_label());
     if (single_precision)
       D.exchange_f.images = std::make_unique<batmobile::IndexMapGhostExchange<float, DevExec>>(nlocal, owner);
     else

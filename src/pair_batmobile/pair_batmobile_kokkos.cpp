@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "atom_kokkos.h"
@@ -574,18 +573,7 @@ void PairBatmobileKokkos<DeviceType>::update_image_exchange(int nlocal, int nall
       (I.exchange_d.images || I.exchange_f.images))
     return;
   atomKK->sync(Host, TAG_MASK);
-  const tagint *tag = atom->tag;
-  std::unordered_map<tagint, int> owned;
-  owned.reserve(2 * static_cast<size_t>(nlocal));
-  for (int i = 0; i < nlocal; ++i) owned[tag[i]] = i;
-  std::vector<int> owner(nall - nlocal);
-  for (int n = nlocal; n < nall; ++n) {
-    auto it = owned.find(tag[n]);
-    if (it == owned.end())
-      error->one(FLERR, "pair_style batmobile/kk: ghost atom with tag {} has no owned atom on this single rank",
-                 tag[n]);
-    owner[n - nlocal] = it->second;
-  }
+  const std::vector<int> owner = batmobile_pair::image_owners(atom, nlocal, nall, error, style_label());
   using Exec = typename KKImpl::Exec;
   if (single_precision)
     I.exchange_f.images = std::make_unique<batmobile::IndexMapGhostExchange<float, Exec>>(nlocal, owner);

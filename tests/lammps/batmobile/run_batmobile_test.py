@@ -823,17 +823,9 @@ run {steps}
     print("PASS")
 
 
-def test_kk_md(env, nranks=1, ghost_comm=None, newton="on"):
-    """batmobile/kk follows the batmobile trajectory through re-neighbouring (small skin, every step): on one rank
-    the ghost features go through the device image map rebuilt at each re-neighbouring, on several ranks through
-    batmobile/kk's device swap exchange (ghost_comm device, the default; its swap plan re-read at each
-    re-neighbouring) or LAMMPS's pair communication (ghost_comm lammps), with atoms migrating between ranks. On
-    several ranks every thermo step's exchanges must have taken that route (compute pair, as in kk_comm). newton off:
-    the kk run with newton off (one rank: the model puts the images' forces on their atoms, LAMMPS folds nothing)."""
-    if not env.has_style("batmobile/kk"):
-        skip("this lmp has no batmobile/kk")
-    # cold and short: the seeded random model is not a water model and pulls atoms together when hot
-    md = """neighbor 0.2 bin
+# 40 steps through re-neighbouring at every step (small skin); cold and short: the seeded random model is not a water
+# model and pulls atoms together when hot
+COLD_MD = """neighbor 0.2 bin
 neigh_modify every 1 delay 0 check yes
 velocity all create 50.0 4928459 mom yes rot yes dist gaussian
 timestep 0.0005
@@ -843,6 +835,18 @@ thermo_style custom step pe ke press
 thermo_modify format float %.15g
 run 40
 """
+
+
+def test_kk_md(env, nranks=1, ghost_comm=None, newton="on"):
+    """batmobile/kk follows the batmobile trajectory through re-neighbouring (small skin, every step): on one rank
+    the ghost features go through the device image map rebuilt at each re-neighbouring, on several ranks through
+    batmobile/kk's device swap exchange (ghost_comm device, the default; its swap plan re-read at each
+    re-neighbouring) or LAMMPS's pair communication (ghost_comm lammps), with atoms migrating between ranks. On
+    several ranks every thermo step's exchanges must have taken that route (compute pair, as in kk_comm). newton off:
+    the kk run with newton off (one rank: the model puts the images' forces on their atoms, LAMMPS folds nothing)."""
+    if not env.has_style("batmobile/kk"):
+        skip("this lmp has no batmobile/kk")
+    md = COLD_MD
     rows = {}
     logs = {}
     # (the closest-distance check deferred, as on GPUs: the edge arrays sized by the neighbour list's capacity through
@@ -897,16 +901,7 @@ def test_device_md(env, nranks=1):
     neighbour list uploaded at each rebuild, the edge list cut from it on the GPU every step, ghost features through
     the GPU image map (one rank) or LAMMPS's communication (several ranks, atoms migrating)."""
     require_device_cuda(env)
-    md = """neighbor 0.2 bin
-neigh_modify every 1 delay 0 check yes
-velocity all create 50.0 4928459 mom yes rot yes dist gaussian
-timestep 0.0005
-fix 1 all nve
-thermo 5
-thermo_style custom step pe ke press
-thermo_modify format float %.15g
-run 40
-"""
+    md = COLD_MD
     pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if env.vars.get("BUILTIN") == "OFF" else ""
     rows = {}
     for device in ("cpu", "cuda"):
