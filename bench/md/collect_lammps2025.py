@@ -60,7 +60,7 @@ def main():
                 "package; newton on) against batmobile/kk (LAMMPS 29 Sep 2021, -k on g 1 -sf kk; newton off), same "
                 "input bench/md/in.md_bench (216-water box replicated, NVE, 0.5 fs, neighbour list every 10 steps "
                 "with 1 A skin), single-precision kernels, water_fast.pt, runs of the two alternating",
-        "commit": a.commit, "machine": a.machine, "command": a.command, "cases": cases,
+        "provenance": {"commit": a.commit, "machine": a.machine, "command": a.command}, "cases": cases,
     }
     json.dump(doc, open(a.out, "w"), indent=1)
     for c in cases:
