@@ -823,6 +823,14 @@ run {steps}
     print("PASS")
 
 
+def require_rebuilds(name, log, rows, what):
+    """Fails unless the run's log shows LAMMPS rebuilt its neighbour lists (else the test would not exercise `what`)."""
+    builds = re.findall(r"Neighbor list builds = (\d+)", log)
+    print(f"  {name}: {len(rows)} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
+    if builds and int(builds[-1]) < 2:
+        fail(f"the trajectory did not re-neighbour: the test would not exercise {what}")
+
+
 # 40 steps through re-neighbouring at every step (small skin); cold and short: the seeded random model is not a water
 # model and pulls atoms together when hot
 COLD_MD = """neighbor 0.2 bin
@@ -871,10 +879,7 @@ def test_kk_md(env, nranks=1, ghost_comm=None, newton="on"):
             print(f"  {name}: {moved} atoms changed rank between steps 0 and 40")
             if moved == 0:
                 fail("no atom migrated between ranks: the test would not exercise the swap plan after migration")
-        builds = re.findall(r"Neighbor list builds = (\d+)", log)
-        print(f"  {name}: {len(rows[name])} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
-        if builds and int(builds[-1]) < 2:
-            fail("the trajectory did not re-neighbour: the test would not exercise the ghost map rebuild")
+        require_rebuilds(name, log, rows[name], "the ghost map rebuild")
     a, b = rows["batmobile"], rows["batmobile/kk"]
     if len(a) != len(b) or len(a) < 7:
         fail(f"thermo rows differ: {len(a)} vs {len(b)}")
@@ -907,10 +912,7 @@ def test_device_md(env, nranks=1):
     for device in ("cpu", "cuda"):
         _, log, _ = run_lmp(env, pre + base_script(env, keywords=f"device {device}") + md, nranks=nranks)
         rows[device] = thermo_rows(log)
-        builds = re.findall(r"Neighbor list builds = (\d+)", log)
-        print(f"  device {device}: {len(rows[device])} thermo rows, neighbor list builds {builds[-1] if builds else '?'}")
-        if builds and int(builds[-1]) < 2:
-            fail("the trajectory did not re-neighbour: the test would not exercise the neighbour-list upload")
+        require_rebuilds(f"device {device}", log, rows[device], "the neighbour-list upload")
     a, b = rows["cpu"], rows["cuda"]
     if len(a) != len(b) or len(a) < 7:
         fail(f"thermo rows differ: {len(a)} vs {len(b)}")
