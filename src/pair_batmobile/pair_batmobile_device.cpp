@@ -195,11 +195,9 @@ void PairBatmobile::compute_device(int nlocal, int nall)
   Kokkos::deep_copy(rows(D.graph.x, nall), rows(D.x_host, nall));
   if (neighbor->ago == 0 || D.list_nlocal != nlocal || D.list_nall != nall) upload_device_neighbors(nlocal, nall);
   D.graph.n_all = nall;
-  Kokkos::deep_copy(D.stats, 1e300);
   batmobile::filter_candidates(D.candidates, r_c, D.graph, D.count, D.stats);
 
   const bool committee_due = committee->due(update->ntimestep);
-  D.results.add_forces = false;
   batmobile_pair::run_model(D, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
                             nlocal, nall, error, "batmobile");
   batmobile_pair::log_launch_once(D, single_precision, nlocal, lmp, launch_logged, "batmobile", launch_settings());
