@@ -282,12 +282,12 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
       const auto ln = interaction_launch<float, Dev, L, true, R>(p, ts);
       const std::string extra = ", \"radial_mode\": " + std::to_string(p.radial_mode) + ", \"team_fwd\": " +
                                 std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
-                                ", \"tc_fwd\": " + (ln.tc_fwd ? "true" : "false") +
+                                ", \"tc_fwd\": " + std::to_string(ln.tc_fwd) +
                                 ", \"team_adj\": " + std::to_string(ln.team_adj) +
                                 ", \"chunk_adj\": " + std::to_string(ln.chunk_adj) +
                                 ", \"basis_fwd\": " + std::to_string(ln.basis_fwd) +
                                 ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
-                                ", \"tc_adj\": " + (ln.tc_adj ? "true" : "false") +
+                                ", \"tc_adj\": " + std::to_string(ln.tc_adj) +
                                 ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
                                 ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
                                 ", \"table\": " + (ln.table_fwd && ln.table_adj ? "true" : "false") +

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Collects the LAMMPS MD benchmark (run_md_bench.sh) and times the PyTorch reference model on the same boxes.
 
-usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N] [--command TEXT]
+usage: collect_md_bench.py RAW POTENTIAL DATAFILE OUT.json [--reference-max-atoms N] [--e3nn-max-atoms N]
+       [--command TEXT]
 RAW lines: "atoms rc steps_per_second peak_MiB baseline_MiB precision" (one per run, from run_md_bench.sh; the
 consecutive runs of a repeated case form one case: steps_per_second is their mean, steps_per_second_runs each run's).
 md_launch.txt beside RAW, where present, gives each case's "launch": how the pair style's edge kernels launched.
 The reference timing is one energy+forces evaluation (eager autograd, float32, GPU when present) of the same
 replicated box, median of 5 after 2 warm-ups; cases above --reference-max-atoms, or that run out of memory, get null.
+The e3nn peer (e3nn_steps_per_second, e3nn_peak_device_bytes, speedup_vs_e3nn): a NequIP-style e3nn model of the
+potential's size (bench/accuracy/e3nn_train.py's architecture with the potential's C, L, T, NB, H, Hr and r_c; random
+weights: the timing does not depend on them), energy + forces by autograd in float32 on the same box, its neighbour
+list built once and not timed, median of 5 after 2 warm-ups; once per box size up to --e3nn-max-atoms (needs e3nn).
 OUT.json starts with "provenance": the commit, the machine and the command that produced it.
 """
 import argparse
@@ -156,10 +161,46 @@ def reference_steps_per_second(pot, X, types, box):
     return 1.0 / float(np.median(times))
 
 
+def e3nn_peer(pot, X, types, box):
+    """(steps/s, peak device bytes) of the same-size e3nn model on this box (see the module docstring)."""
+    import torch
+    import batmobile
+    sys.path.insert(0, os.path.join(HERE, "..", "accuracy"))
+    from e3nn_train import build_e3nn_model, time_energy_forces
+    hp = batmobile.load_potential(pot).hp
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    model = build_e3nn_model(len(hp.species), hp.C, hp.L, hp.T, hp.NB, hp.r_c, hp.H, hp.Hr, hp.avg_num_neighbors,
+                             1.0, [0.0] * len(hp.species)).to(device=dev, dtype=torch.float32)
+    t = time_energy_forces(model, X, types - 1, np.diag(box), hp.r_c, torch.float32, dev, warmup=2, reps=5)
+    del model
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return t["evaluations_per_second"], t["peak_device_bytes"]
+
+
+def add_e3nn(case, pot, box_args, cache):
+    """Adds the e3nn peer's columns to a case (computed once per atom count; an error is recorded, not raised)."""
+    n = case["atoms"]
+    if n not in cache:
+        try:
+            cache[n] = e3nn_peer(pot, *box_args)
+        except Exception as e:  # no e3nn, or out of memory: the case records why
+            cache[n] = str(e)[:200]
+    if isinstance(cache[n], str):
+        case["e3nn_error"] = cache[n]
+        return
+    case["e3nn_steps_per_second"], case["e3nn_peak_device_bytes"] = cache[n]
+    if case["steps_per_second"]:
+        case["speedup_vs_e3nn"] = case["steps_per_second"] / cache[n][0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("raw"); ap.add_argument("potential"); ap.add_argument("data"); ap.add_argument("out")
     ap.add_argument("--reference-max-atoms", type=int, default=100000)
+    ap.add_argument("--e3nn-max-atoms", type=int, default=100000,
+                    help="largest box timed with the same-size e3nn peer (0: none)")
     ap.add_argument("--fit-failed", type=int, default=0,
                     help="atoms of the first box of the BATMOBILE_MD_FIT search that failed (0: none failed / no search)")
     ap.add_argument("--command", default="bench/md/run_md_bench.sh", help="the command line that ran the benchmark")
@@ -172,7 +213,7 @@ def main():
         device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     except Exception:
         pass
-    cases, max_ok = [], 0
+    cases, max_ok, e3nn_cache = [], 0, {}
     launch_file = os.path.join(os.path.dirname(os.path.abspath(a.raw)), "md_launch.txt")
     launches = read_launches(open(launch_file).read().splitlines()) if os.path.isfile(launch_file) else {}
     for group in group_runs(open(a.raw).read().splitlines()):
@@ -189,6 +230,8 @@ def main():
                 case["reference_error"] = str(e)[:200]
         if sps and case["reference_steps_per_second"]:
             case["speedup_vs_reference"] = sps / case["reference_steps_per_second"]
+        if n in reps and n <= a.e3nn_max_atoms and prec != "double":
+            add_e3nn(case, a.potential, replicate(x, types, box, reps[n]), e3nn_cache)
         cases.append(case)
     if a.fit_failed:
         note = (f"max_atoms_single_gpu is the largest box that ran; the next one tried, {a.fit_failed} atoms, "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MD throughput on one GPU: replicated 216-water boxes with `-k on g 1 -sf kk`, plus the PyTorch reference model
-# on the same GPU for the ratio. Writes OUTDIR/md_h200.json.
+# and a same-size e3nn model on the same GPU for the ratios. Writes OUTDIR/md_h200.json.
 # usage: bench/md/run_md_bench.sh LMP_BINARY POTENTIAL OUTDIR
 # Environment:
 #   BATMOBILE_MD_CASES   space-separated atoms:rx:ry:rz:steps:precision[:repeats] (default below; repeats: that many
@@ -9,6 +9,8 @@
 #   BATMOBILE_GPU_INDEX  GPU whose memory nvidia-smi samples (default: first of CUDA_VISIBLE_DEVICES, else 0)
 #   BATMOBILE_MD_CASE_TIMEOUT  seconds per LAMMPS case (default 240)
 #   BATMOBILE_MD_REFERENCE_MAX_ATOMS  largest case timed with the PyTorch reference too (default 20000)
+#   BATMOBILE_MD_E3NN_MAX_ATOMS  largest box timed with the same-size e3nn peer (collect_md_bench.py; default 100000,
+#                        0: none)
 #   BATMOBILE_MD_RANKS  MPI ranks, one GPU each (default 1; peak memory is then that of BATMOBILE_GPU_INDEX only)
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
@@ -84,6 +86,7 @@ for f in ${BATMOBILE_MD_FIT:-}; do
   if ! run_case "$n" "$rx" "$ry" "$rz" 2 single 1; then fit_failed=$n; break; fi
 done
 printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
-timeout 120 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
+timeout 300 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
   --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}" --fit-failed "$fit_failed" \
+  --e3nn-max-atoms "${BATMOBILE_MD_E3NN_MAX_ATOMS:-100000}" \
   --command "BATMOBILE_MD_CASES=\"$CASES\" BATMOBILE_MD_RANKS=$RANKS BATMOBILE_MD_NEWTON=$NEWTON${BATMOBILE_MD_FIT:+ BATMOBILE_MD_FIT=\"$BATMOBILE_MD_FIT\"} bench/md/run_md_bench.sh LMP $(basename "$POT") OUTDIR (${ACCEL[*]})"

@@ -86,3 +86,37 @@ def test_lammps2025_collector_ratio_and_breakdown(tmp_path):
     assert case["atoms"] == 648 and case["steps_per_second"] == 900.0 and case["kk_steps_per_second"] == 1000.0
     assert abs(case["ratio_vs_kk"] - 0.9) < 1e-12
     assert case["loop_time_percent_2025"] == {"Pair": 85.0, "Neigh": 14.0, "Other": 1.0}
+
+
+def test_add_e3nn_times_each_box_once_and_records_failures(monkeypatch):
+    calls = []
+
+    def fake_peer(pot, X, types, box):
+        calls.append(len(X))
+        if len(X) > 1000:
+            raise RuntimeError("CUDA out of memory")
+        return 50.0, 123
+
+    monkeypatch.setattr(collect, "e3nn_peer", fake_peer)
+    cache = {}
+    box = ([0] * 648, None, None)
+    single = {"atoms": 648, "steps_per_second": 1000.0}
+    mixed = {"atoms": 648, "steps_per_second": 1500.0}
+    collect.add_e3nn(single, "pot.pt", box, cache)
+    collect.add_e3nn(mixed, "pot.pt", box, cache)
+    assert calls == [648]
+    assert single["e3nn_steps_per_second"] == 50.0 and single["e3nn_peak_device_bytes"] == 123
+    assert single["speedup_vs_e3nn"] == 20.0 and mixed["speedup_vs_e3nn"] == 30.0
+    big = {"atoms": 97200, "steps_per_second": 20.0}
+    collect.add_e3nn(big, "pot.pt", ([0] * 97200, None, None), cache)
+    assert big["e3nn_error"] == "CUDA out of memory" and "speedup_vs_e3nn" not in big
+
+
+def test_e3nn_peer_matches_the_potentials_size():
+    import pytest
+    pytest.importorskip("e3nn")
+    import numpy as np
+    x, types, box = collect.read_lammps_data(os.path.join(HERE, "..", "..", "examples", "lammps_inputs", "water216",
+                                                          "water216_start.lmp"))
+    sps, _ = collect.e3nn_peer(os.path.join(HERE, "..", "..", "potentials", "water_fast.pt"), x, types, box)
+    assert np.isfinite(sps) and sps > 0

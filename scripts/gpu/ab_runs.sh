@@ -16,7 +16,7 @@ ab_runs() {
     if declare -F ab_time_ok > /dev/null && ! ab_time_ok; then say "A/B: no time left for $ab"; break; fi
     IFS=+ read -r -a vars <<<"${ab%%:*}"
     say "$name loads $(env "${vars[@]}" ldd "$LMP" | grep -o "[^ ]*liblammps[^ ]*" | tail -n1)"
-    env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 \
+    env "${vars[@]}" BATMOBILE_MD_CASES="$2" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 BATMOBILE_MD_E3NN_MAX_ATOMS=0 \
       timeout "$3" bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$4/$name" > "$4/$name.log" 2>&1
     say "A/B ${ab%%:*} ($name): $(tr '\n' ' ' < "$4/$name/md_raw.txt" 2>/dev/null)"
   done

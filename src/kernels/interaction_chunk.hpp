@@ -195,6 +195,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ra
     if (first > 0) team.team_barrier();  // the previous radial chunk is no longer read
     if (use_radial_table)
       radial_table_fill<T, NW, GRAD>(team, prm, ch, first, nf);
+    else if (use_tensor_cores == kTensorCoresF16)
+      radial_mma_f16<T, NW, GRAD>(team, prm, ch, first, nf);
     else if (use_tensor_cores)
       radial_mma<T, NW, GRAD>(team, prm, ch, first, nf);
     else if (nb == 4)

@@ -161,8 +161,8 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
 template <class Kern>
 void check_launch_options(const Kern& kern) {
   const int want = kern.prm.radial_chunk;
-  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 3 || (want != 0 && want != 2 && want != 4 && want != 8))
-    throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 3 and radial_chunk 0, 2, 4 or 8");
+  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 4 || (want != 0 && want != 2 && want != 4 && want != 8))
+    throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2, 3 or 4 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
   if (kern.prm.prepare_span < 0 || (kern.prm.prepare_span > 0 && kern.prm.H % kern.prm.prepare_span != 0))
     throw std::invalid_argument("batmobile: prepare_span must be 0 (automatic) or divide the radial hidden width H = " +
@@ -230,8 +230,11 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
-  kern.use_tensor_cores = team_radial && kern.prm.radial_mode == 2 && tensor_core_chunk(kern.radial_edges, adjoint) &&
-                      tensor_core_ok<Kern>(kern.prm, team_size);
+  const bool mma = team_radial && (kern.prm.radial_mode == 2 || kern.prm.radial_mode == 4) &&
+                   tensor_core_chunk(kern.radial_edges, adjoint) && tensor_core_ok<Kern>(kern.prm, team_size);
+  kern.use_tensor_cores = !mma                                                         ? kTensorCoresOff
+                          : kern.prm.radial_mode == 4 && kern.prm.W2th.extent(0) > 0 ? kTensorCoresF16
+                                                                                     : kTensorCores3xTf32;
   kern.use_radial_table = team_radial && kern.radial_edges > 0 && kern.prm.radial_mode == 3 &&
                       kern.prm.Rtab.extent(0) > 0 && kern.prm.rtab_cols >= Kern::NW * C;
   const int S = edge_split(team_size, C);
@@ -272,11 +275,11 @@ void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
 }
 
 // Launch that the drivers choose for one layer (bench, logs): team size, mode-1 chunk (0: mode 0), tensor cores
-// (radial mode 2) and team scratch bytes of the forward and of the adjoint kernels.
+// (radial modes 2 and 4: kTensorCores*) and team scratch bytes of the forward and of the adjoint kernels.
 struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
-  bool tc_fwd, tc_adj;
+  int tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
@@ -285,7 +288,7 @@ struct InteractionLaunch {
 
 // One kernel's part of InteractionLaunch, as atom_team_policy set kern for policy pol.
 template <class Kern, class Pol>
-void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& basis, bool& tensor_cores, bool& table,
+void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& basis, int& tensor_cores, bool& table,
                  bool& capped) {
   team = pol.team_size();
   chunk = kern.radial_edges;

@@ -39,6 +39,9 @@ struct LayerParams {
   V1 b1;
   // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
   Kokkos::View<const float*, Device> W2tc;
+  // Radial mode 4: the same A fragments as f16 pairs (pack_a_fragments_f16; float, H a multiple of 16 up to
+  // kF16MaxK, else empty).
+  Kokkos::View<const uint32_t*, Device> W2th;
   // Radial mode 3: the radial MLP as a table (radial_table.hpp; attach_radial_table: float only, else empty) of
   // rtab_n intervals x rtab_cols (= 2 P C) columns x 4 coefficients, rtab_inv_h = rtab_n / r_c.
   Kokkos::View<const T*, Device> Rtab;
@@ -57,7 +60,8 @@ struct LayerParams {
   // mode 1; the default, faster than mode 1 on the H200. 3 (opt-in) = mode 1 with the chunk's radial outputs read
   // from a table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where one is attached
   // (float kernels), else mode 1: it approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8, dR/dd to ~2e-6
-  // relative) and was not faster than mode 2 on the H200.
+  // relative) and was not faster than mode 2 on the H200. 4 (precision mixed) = mode 2 with f16 operands and f32
+  // accumulation (one MMA per 16 hidden units, B fragments kept in registers) where W2th exists, else mode 2.
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
@@ -152,6 +156,13 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
     Kokkos::deep_copy(d, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                              frag.data(), frag.size()));
     p.W2tc = d;
+    if (H % F16Tile::K == 0 && H <= kF16MaxK) {
+      const auto half = pack_a_fragments_f16([&](int hh, int col) { return W2[size_t(col) * H + hh]; }, H, 2 * P * C);
+      Kokkos::View<uint32_t*, Device> dh("W2th", half.size());
+      Kokkos::deep_copy(dh, Kokkos::View<const uint32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                                half.data(), half.size()));
+      p.W2th = dh;
+    }
   }
   p.role = role;
   p.r_c = T(r_c);

@@ -7,6 +7,7 @@
 //   radial_gemm          radial mode 1: the team computes the outputs of all chunk edges, a GEMM [n x H] x [H x NW C]
 //                        into team scratch (w, dw of the chunk; channel-threads then read them, RadialColumn).
 //   radial_mma           radial mode 2: that GEMM on tensor cores (3xTF32, tensor_core.hpp).
+//   radial_mma_f16       radial mode 4 (precision mixed): that GEMM with f16 operands, f32 accumulation.
 //   radial_table_fill    radial mode 3: the outputs read from a table of the MLP (radial_table.hpp).
 // Ch: the kernel's Chunk (views geo (edge, x y z d), s / sd (H, edge), w / dw (edge, NW C) in team scratch).
 #pragma once
@@ -146,6 +147,21 @@ KOKKOS_INLINE_FUNCTION void radial_gemm(const Member& team, const Params& prm, c
   }
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// Radial modes 2 and 4: one 16-column tile's accumulators acc (D fragment) scaled by the envelope into w, or into dw
+// on the adjoint's dw lanes (see radial_mma).
+template <bool GRAD>
+__device__ inline void store_mma_tile(const float* acc, int lane, int tile, int e0, int nf, const float* u,
+                                      const float* du, bool dw_lane, float* out, int ostride) {
+  for (int r = 0; r < 4; ++r) {
+    const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2;
+    const float other = GRAD ? __shfl_xor_sync(0xffffffffu, acc[r], 2) : 0.f;
+    const float value = dw_lane ? du[x] * other + u[x] * acc[r] : u[x] * acc[r];
+    if (e0 + x < nf) out[(e0 + x) * ostride + col] = value;
+  }
+}
+#endif
+
 // Radial mode 2: the outputs of radial_gemm, w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) (and dw/dd), on tensor
 // cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
 // (A = W2t^T from the packed fragments W2tc, one 16-byte load per lane and k step); B holds, in its 8 columns, 8
@@ -190,18 +206,62 @@ KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, co
           split_tf32(a.w, ab[3], as[3]);
           mma_tf32_3x(acc, ab, as, bb, bs);
         }
-        for (int r = 0; r < 4; ++r) {
-          const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2;
-          const float other = GRAD ? __shfl_xor_sync(0xffffffffu, acc[r], 2) : 0.f;
-          const float value = dw_lane ? du[x] * other + u[x] * acc[r] : u[x] * acc[r];
-          if (e0 + x < nf) out[(e0 + x) * ostride + col] = value;
-        }
+        store_mma_tile<GRAD>(acc, lane, tile, e0, nf, u, du, dw_lane, out, ostride);
       }
     }
   }
 #else
   (void)team, (void)prm, (void)ch, (void)first, (void)nf;
   Kokkos::abort("batmobile: radial mode 2 needs an sm_80+ CUDA build");
+#endif
+}
+
+// Radial mode 4 (precision mixed): radial_mma with f16 operands (W2th: W2t^T rounded to f16 on the host; s and ds/dd
+// rounded per chain) and f32 accumulation, one m16n8k16 MMA per 16 hidden units. Each lane's B fragments of a chain
+// (H / 8 registers) stay in registers for all its tiles; same lanes, columns and stores as radial_mma.
+template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
+KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same<T, float>::value) {
+    constexpr int KSMAX = kF16MaxK / F16Tile::K;
+    const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
+    const int KS = prm.H / F16Tile::K, tiles = NW * prm.C / F16Tile::M;
+    constexpr int EG = mma_edges(GRAD);
+    const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
+    const bool dw_lane = GRAD && c0 >= 4;
+    const uint4* frag = reinterpret_cast<const uint4*>(prm.W2th.data());
+    const int bstride = ch.s.stride(0), ostride = int(ch.w.stride(0));
+    float* const out = GRAD && dw_lane ? ch.dw.data() : ch.w.data();
+    for (int t0 = 0; t0 < nf; t0 += EG) {
+      const int eb = t0 + (GRAD ? n % 4 : n);
+      const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, first + eb) : nullptr;
+      uint32_t b[KSMAX][2];
+#pragma unroll
+      for (int ks = 0; ks < KSMAX; ++ks)
+        for (int r = 0; r < 2; ++r) {
+          const int k = ks * F16Tile::K + F16Tile::b_row(lane, r);
+          b[ks][r] = ks < KS && bsrc ? pack_f16x2(bsrc[k * bstride], bsrc[(k + 1) * bstride]) : 0u;
+        }
+      const int e0 = t0 + (GRAD ? c0 % 4 : c0);
+      float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
+      for (int x = 0; x < 2; ++x)
+        if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
+      for (int tile = warp; tile < tiles; tile += warps) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int ks = 0; ks < KSMAX; ++ks)
+          if (ks < KS) {
+            const uint4 a4 = frag[(size_t(tile) * KS + ks) * 32 + lane];
+            const uint32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
+            mma_f16(acc, a, b[ks]);
+          }
+        store_mma_tile<GRAD>(acc, lane, tile, e0, nf, u, du, dw_lane, out, ostride);
+      }
+    }
+  }
+#else
+  (void)team, (void)prm, (void)ch, (void)first, (void)nf;
+  Kokkos::abort("batmobile: radial mode 4 needs an sm_80+ CUDA build");
 #endif
 }
 

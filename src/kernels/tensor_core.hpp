@@ -26,9 +26,25 @@
 //                                   7-9 SASS instructions per value with its NaN / infinity guards, about two thirds
 //                                   of the radial GEMM's instructions, which were ~45 % of the fused kernels'
 //                                   (Nsight Compute, H200, MD at 10,368 atoms).
+// fp16 operands (ModelOptions precision "mixed": one m16n8k16 MMA per 16 k instead of three m16n8k8 per 8):
+//   F16Tile                         fragment positions of m16n8k16 with f16 A and B (PTX ISA): register r of lane l
+//                                   holds two consecutive k, h = 0 in its low and h = 1 in its high 16 bits:
+//                                   A (16 x 16): A(a_row(l, r), a_col(l, r) + h), B (16 x 8): B(b_row(l, r) + h,
+//                                   MmaTile::b_col(l)); C/D as MmaTile's
+//   kF16MaxK                        the largest K (= the radial hidden width H) whose B fragments a lane keeps in
+//                                   registers for all tiles (4 k steps, 8 registers)
+//   f16_round_bits(x)               host: x rounded to IEEE binary16 (nearest, ties to even) as bits; overflow gives
+//                                   infinity, NaN stays NaN
+//   f16_bits_float(h)               host: the float value of binary16 bits h (exact)
+//   pack_a_fragments_f16(W, rows, cols) host: A(m, k) = W(k, m) as pack_a_fragments, in m16n8k16 fragment order:
+//                                   out[((tile * KS + ks) * 32 + lane) * 4 + r], KS = rows / 16, one 16-byte load per
+//                                   lane and k step; rows a multiple of 16
+//   pack_f16x2(lo, hi)              device: two floats rounded to f16 into one register (cvt.rn.f16x2.f32)
+//   mma_f16(d, a, b)                device: d += A B, one m16n8k16 MMA with f32 accumulation
 #pragma once
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -54,6 +70,16 @@ struct MmaTile {
   KOKKOS_INLINE_FUNCTION static constexpr int c_row(int l, int r) { return l / 4 + 8 * (r / 2); }
   KOKKOS_INLINE_FUNCTION static constexpr int c_col(int l, int r) { return 2 * (l % 4) + r % 2; }
 };
+
+struct F16Tile {
+  static constexpr int M = 16, N = 8, K = 16;
+  KOKKOS_INLINE_FUNCTION static constexpr int a_row(int l, int r) { return l / 4 + 8 * (r % 2); }
+  KOKKOS_INLINE_FUNCTION static constexpr int a_col(int l, int r) { return 2 * (l % 4) + 8 * (r / 2); }
+  KOKKOS_INLINE_FUNCTION static constexpr int b_row(int l, int r) { return 2 * (l % 4) + 8 * r; }
+};
+inline constexpr int kF16MaxK = 64;
+// InteractionKernel::use_tensor_cores: the radial GEMM on CUDA cores, on tensor cores in 3xTF32, or with f16 operands
+inline constexpr int kTensorCoresOff = 0, kTensorCores3xTf32 = 1, kTensorCoresF16 = 2;
 
 KOKKOS_INLINE_FUNCTION uint32_t tf32_float_bits(float x) {
 #ifdef __CUDA_ARCH__
@@ -105,6 +131,44 @@ std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
   return out;
 }
 
+inline uint16_t f16_round_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // from 65520 on: infinity
+  if (a < 0x38800000u)  // below 2^-14: a multiple of 2^-24 (subnormal), 1024 = the smallest normal's bits
+    return uint16_t(sign | uint16_t(std::nearbyint(std::fabs(x) * 16777216.0f)));
+  const uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u);  // nearest, ties to even; a carry bumps the exponent
+  return uint16_t(sign | ((rounded - (112u << 23)) >> 13));
+}
+
+inline float f16_bits_float(uint16_t h) {
+  const float sign = (h & 0x8000u) ? -1.f : 1.f;
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  if (e == 0x1f) return m ? std::nanf("") : sign * INFINITY;
+  return sign * (e == 0 ? std::ldexp(float(m), -24) : std::ldexp(float(m | 0x400), e - 25));
+}
+
+// Host: A(m, k) = W(k, m) in m16n8k16 fragment order (see the top comment), two f16 per value.
+template <class F>
+std::vector<uint32_t> pack_a_fragments_f16(const F& W, int rows, int cols) {
+  if (rows % F16Tile::K != 0 || cols % F16Tile::M != 0)
+    throw std::invalid_argument("pack_a_fragments_f16: rows must be a multiple of 16 and cols of 16");
+  const int KS = rows / F16Tile::K, tiles = cols / F16Tile::M;
+  std::vector<uint32_t> out(size_t(tiles) * KS * 32 * 4);
+  for (int tile = 0; tile < tiles; ++tile)
+    for (int ks = 0; ks < KS; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r) {
+          const int k = ks * F16Tile::K + F16Tile::a_col(l, r), m = tile * F16Tile::M + F16Tile::a_row(l, r);
+          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
+              uint32_t(f16_round_bits(float(W(k, m)))) | (uint32_t(f16_round_bits(float(W(k + 1, m)))) << 16);
+        }
+  return out;
+}
+
 // big: tf32_round_finite_bits (= cvt.rna for finite x; a NaN may become -0 there, but x - big stays NaN); small:
 // x - big (exact) with its 13 low bits cut.
 KOKKOS_INLINE_FUNCTION void split_tf32(float x, uint32_t& big, uint32_t& small) {
@@ -127,6 +191,20 @@ __device__ inline void mma_tf32_3x(float* d, const uint32_t* a_big, const uint32
   mma_tf32(d, a_small, b_big);
   mma_tf32(d, a_big, b_small);
   mma_tf32(d, a_big, b_big);
+}
+
+__device__ inline uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));  // the first source goes to the upper half
+  return d;
+}
+
+__device__ inline void mma_f16(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
 

@@ -38,10 +38,12 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
   const std::string options = non_default_options(options_);
   const std::string options_note = options.empty() ? "" : "; options: " + options;
   if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)" + options_note;
-  auto one = [](int team, int chunk, int basis, bool tensor_cores, bool capped) {
+  auto one = [](int team, int chunk, int basis, int tensor_cores, bool capped) {
     std::string d = std::to_string(team) + (team == 1 ? " thread" : " threads");
-    d += chunk > 0 ? " (radial chunk " + std::to_string(chunk) + ", basis chunk " + std::to_string(basis) +
-                         (tensor_cores ? ", tensor cores" : "") + ")"
+    const char* tc = tensor_cores == kernels::kTensorCoresF16      ? ", tensor cores f16"
+                     : tensor_cores == kernels::kTensorCores3xTf32 ? ", tensor cores"
+                                                                   : "";
+    d += chunk > 0 ? " (radial chunk " + std::to_string(chunk) + ", basis chunk " + std::to_string(basis) + tc + ")"
                    : " (radial mode 0)";
     return capped ? d + " capped" : d;
   };

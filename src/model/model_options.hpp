@@ -11,7 +11,8 @@ struct ModelOptions {
   // Fused backend, radial MLP: 0 per edge inside the kernels; 1 a team GEMM over chunks of edges; 2 (default) that
   // GEMM on tensor cores where they apply (float, sm_80+ CUDA, H a multiple of 8), else 1; 3 the radial outputs read
   // from a table of the MLP (float kernels; double runs 1), an approximation (bundled model, 1,024 intervals: R to
-  // ~2e-8, dR/dd to ~2e-6 relative).
+  // ~2e-8, dR/dd to ~2e-6 relative); 4 (pair style keyword precision mixed) mode 2 with f16 operands and f32
+  // accumulation (float kernels, H a multiple of 16 up to 64; else 2): the radial outputs to ~1e-3 relative.
   int radial_mode = 2;
   int radial_table_intervals = 1024;  // radial mode 3's table: 16..65536 intervals over [0, r_c]
   // Fused backend, radial modes 1-3: edges per prepare pass (geometry, basis, hidden layer), 0 (default) the largest
@@ -43,7 +44,7 @@ struct ModelOptions {
 // Throws std::invalid_argument naming the first field out of range; radial_hidden: the model's H.
 inline void validate_options(const ModelOptions& o, int radial_hidden) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("batmobile::ModelOptions::" + what); };
-  if (o.radial_mode < 0 || o.radial_mode > 3) fail("radial_mode must be 0, 1, 2 or 3");
+  if (o.radial_mode < 0 || o.radial_mode > 4) fail("radial_mode must be 0, 1, 2, 3 or 4");
   if (o.radial_table_intervals < 16 || o.radial_table_intervals > 65536)
     fail("radial_table_intervals must be a number of intervals 16..65536");
   if (o.basis_chunk < 0 || o.basis_chunk > 64) fail("basis_chunk must be an integer 0..64");

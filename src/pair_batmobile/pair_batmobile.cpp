@@ -114,7 +114,9 @@ void PairBatmobile::settings(int narg, char **arg)
   int iarg = 0;
   while (iarg < narg) {
     if (strcmp(arg[iarg], "precision") == 0) {
-      single_precision = keyword_choice(narg - iarg, arg + iarg, {"double", "single"}) == 1;
+      const int choice = keyword_choice(narg - iarg, arg + iarg, {"double", "single", "mixed"});
+      single_precision = choice >= 1;
+      mixed_precision = choice == 2;
       iarg += 2;
     } else if (strcmp(arg[iarg], "kernels") == 0) {
       kernels_choice = keyword_choice(narg - iarg, arg + iarg, {"fused", "reference"});
@@ -151,14 +153,14 @@ int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::s
 
 const char *PairBatmobile::settings_usage() const
 {
-  return "pair_style batmobile [precision double|single] [kernels fused|reference] [device cpu|cuda] [out_freq N] "
+  return "pair_style batmobile [precision double|single|mixed] [kernels fused|reference] [device cpu|cuda] [out_freq N] "
          "[out_file FILE]";
 }
 
 std::string PairBatmobile::launch_settings() const
 {
   const char *device_word = !has_device_keyword() ? "" : device_cuda ? ", device cuda" : ", device cpu";
-  return fmt::format("precision {}, kernels {}{}{}", single_precision ? "single" : "double",
+  return fmt::format("precision {}, kernels {}{}{}", mixed_precision ? "mixed" : single_precision ? "single" : "double",
                      kernels_choice == 1 ? "reference" : "fused", device_word, committee->settings_line());
 }
 
@@ -204,8 +206,12 @@ void PairBatmobile::build_models(const batmobile::ModelFile &mf)
     return;
   }
   const auto backend = batmobile_pair::edge_backend(kernels_choice);
+  if (mixed_precision && comm->me == 0)
+    error->warning(FLERR, "pair_style {}: precision mixed needs the f16 tensor cores of a GPU; on the CPU it runs as "
+                   "precision single", style_label());
   if (single_precision)
-    impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf, backend);
+    impl->model_f = std::make_unique<batmobile::Model<float, HostExec>>(mf, backend,
+                                                                        batmobile_pair::precision_options(mixed_precision));
   else
     impl->model_d = std::make_unique<batmobile::Model<double, HostExec>>(mf, backend);
   impl->exchange_d = std::make_unique<LammpsExchange<double>>(this, lmp);
@@ -256,8 +262,8 @@ void PairBatmobile::build_members(const std::vector<batmobile::ModelFile> &files
     build_device_members(files);
     return;
   }
-  batmobile_pair::build_members<HostExec>(*impl, files, single_precision,
-                                          batmobile_pair::edge_backend(kernels_choice));
+  batmobile_pair::build_members<HostExec>(*impl, files, single_precision, batmobile_pair::edge_backend(kernels_choice),
+                                          batmobile_pair::precision_options(mixed_precision));
 }
 
 void PairBatmobile::coeff(int narg, char **arg)

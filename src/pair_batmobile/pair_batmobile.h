@@ -4,7 +4,7 @@
    own CUDA Kokkos (a LAMMPS without the KOKKOS package: pair_batmobile_device.cpp). No libtorch at run time (only
    to read the model file in pair_coeff).
 
-     pair_style batmobile [precision double|single] [kernels fused|reference] [device cpu|cuda] [out_freq N]
+     pair_style batmobile [precision double|single|mixed] [kernels fused|reference] [device cpu|cuda] [out_freq N]
                           [out_file FILE]
      pair_coeff * * model.pt [member2.pt ...] O H   (one species name or NULL per atom type; several model files
                                                      form a committee: pair_batmobile_committee.h)
@@ -62,7 +62,8 @@ class PairBatmobile : public Pair {
   static int gpu_count();
 
  protected:
-  bool single_precision = false;
+  bool single_precision = false;  // float kernels: precision single or mixed
+  bool mixed_precision = false;   // precision mixed: single with the radial MLP on f16 tensor cores (CUDA, sm_80+)
   int kernels_choice = -1;  // -1 default (fused), 0 fused, 1 reference
   bool device_cuda = false;  // device cuda: the model on the GPU (pair_batmobile_device.cpp)
   std::string model_path;

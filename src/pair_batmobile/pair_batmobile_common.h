@@ -29,6 +29,15 @@ inline batmobile::EdgeBackend edge_backend(int kernels_choice)
   return kernels_choice == 1 ? batmobile::EdgeBackend::Reference : batmobile::EdgeBackend::Fused;
 }
 
+// The model options of `precision mixed` (mixed = true: the radial MLP's GEMM with f16 operands on tensor cores,
+// radial mode 4) or of double / single (the defaults).
+inline batmobile::ModelOptions precision_options(bool mixed)
+{
+  batmobile::ModelOptions o;
+  if (mixed) o.radial_mode = 4;
+  return o;
+}
+
 // Buffers grow with 20% headroom so that small changes in atom or edge counts do not reallocate every step.
 inline size_t grow_capacity(size_t n) { return n + n / 5 + 16; }
 
@@ -110,13 +119,13 @@ void run_model(ImplT &I, bool single_precision, int eflag_global, int vflag_glob
 // precision.
 template <class Exec, class ImplT>
 void build_members(ImplT &I, const std::vector<batmobile::ModelFile> &files, bool single_precision,
-                   batmobile::EdgeBackend backend)
+                   batmobile::EdgeBackend backend, const batmobile::ModelOptions &options)
 {
   I.members_d.clear();
   I.members_f.clear();
   for (const auto &mf : files) {
     if (single_precision)
-      I.members_f.push_back(std::make_unique<batmobile::Model<float, Exec>>(mf, backend));
+      I.members_f.push_back(std::make_unique<batmobile::Model<float, Exec>>(mf, backend, options));
     else
       I.members_d.push_back(std::make_unique<batmobile::Model<double, Exec>>(mf, backend));
   }

@@ -100,7 +100,8 @@ void PairBatmobile::build_device_models(const batmobile::ModelFile &mf)
   DeviceImpl &D = *device;
   const auto backend = batmobile_pair::edge_backend(kernels_choice);
   if (single_precision)
-    D.model_f = std::make_unique<batmobile::Model<float, DevExec>>(mf, backend);
+    D.model_f = std::make_unique<batmobile::Model<float, DevExec>>(mf, backend,
+                                                                   batmobile_pair::precision_options(mixed_precision));
   else
     D.model_d = std::make_unique<batmobile::Model<double, DevExec>>(mf, backend);
   D.exchange_d.lammps = std::make_unique<StagedLammpsExchange<double>>(this, lmp);
@@ -110,8 +111,8 @@ void PairBatmobile::build_device_models(const batmobile::ModelFile &mf)
 
 void PairBatmobile::build_device_members(const std::vector<batmobile::ModelFile> &files)
 {
-  batmobile_pair::build_members<DevExec>(*device, files, single_precision,
-                                         batmobile_pair::edge_backend(kernels_choice));
+  batmobile_pair::build_members<DevExec>(*device, files, single_precision, batmobile_pair::edge_backend(kernels_choice),
+                                         batmobile_pair::precision_options(mixed_precision));
 }
 
 // After LAMMPS rebuilt its lists: species of all atoms, the full neighbour list of the model atoms (model-atom

@@ -184,8 +184,12 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   kk->model_d.reset();
   kk->model_f.reset();
   const auto backend = batmobile_pair::edge_backend(kernels_choice);
+  if (mixed_precision && batmobile::kernels::runs_on_host<Exec> && comm->me == 0)
+    error->warning(FLERR, "pair_style {}: precision mixed needs the f16 tensor cores of a GPU; on this host back-end "
+                   "it runs as precision single", style_label());
   if (single_precision)
-    kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend);
+    kk->model_f = std::make_unique<batmobile::Model<float, Exec>>(mf, backend,
+                                                                  batmobile_pair::precision_options(mixed_precision));
   else
     kk->model_d = std::make_unique<batmobile::Model<double, Exec>>(mf, backend);
   KKImpl &I = *kk;
@@ -205,7 +209,8 @@ template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::build_members(const std::vector<batmobile::ModelFile> &files)
 {
   batmobile_pair::build_members<typename KKImpl::Exec>(*kk, files, single_precision,
-                                                         batmobile_pair::edge_backend(kernels_choice));
+                                                         batmobile_pair::edge_backend(kernels_choice),
+                                                         batmobile_pair::precision_options(mixed_precision));
 }
 
 // A committee step: the first model's forces (computed apart into first_forces) go into LAMMPS's, every member runs
@@ -267,7 +272,7 @@ int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
 template <class DeviceType>
 const char *PairBatmobileKokkos<DeviceType>::settings_usage() const
 {
-  return "pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps] "
+  return "pair_style batmobile/kk [precision double|single|mixed] [kernels fused|reference] [ghost_comm device|lammps] "
          "[distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]";
 }
 

@@ -3,7 +3,7 @@
    the full Kokkos neighbour list stay on DeviceType; the receiver-grouped edge list is built there, the model
    runs there, and forces/eatom/vatom are written into LAMMPS's device views.
 
-     pair_style batmobile/kk [precision double|single] [kernels fused|reference] [ghost_comm device|lammps]
+     pair_style batmobile/kk [precision double|single|mixed] [kernels fused|reference] [ghost_comm device|lammps]
                              [distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]
                              [out_freq N] [out_file FILE]
 

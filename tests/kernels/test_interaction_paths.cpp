@@ -254,6 +254,85 @@ TEST(Interaction, TensorCoreRadial) {
   for (int n : seen) EXPECT_EQ(n, 1);  // every W entry in exactly one fragment slot
 }
 
+// Radial mode 4 (pair style precision mixed): f16 operands where H is a multiple of 16 up to kF16MaxK, else mode 2's
+// 3xTF32, as the launch reports; against mode 1 within f16 rounding (2^-11 per operand, well inside 5e-3 of the
+// largest value; a wrong fragment position gives errors of the values' size) and bit-identical when repeated. On host
+// back-ends mode 4 is mode 1 (CTest: OMP_NUM_THREADS=32).
+TEST(Interaction, TensorCoreRadialF16) {
+  const int C = 8, tmax = team_size_max();
+  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
+  std::vector<int> teams = {32};
+  if (tmax >= 64) teams.push_back(64);
+  constexpr int L = 2;
+  std::mt19937 rng(94);
+  const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
+  for (int H : {16, 32, 40}) {
+    SCOPED_TRACE("H " + std::to_string(H));
+    const Model M = make_model(L, rng, 3, H);
+    auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg,
+                                                M.Wq, M.Wk);
+    const bool f16 = H % 16 == 0;
+    EXPECT_EQ(prm.W2th.extent(0) > 0, f16);
+    prm.radial_mode = 4;
+    const int want = !tcs ? kTensorCoresOff : f16 ? kTensorCoresF16 : kTensorCores3xTf32;
+    for (int ts : teams) {
+      const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
+      EXPECT_EQ(ln.tc_fwd, want) << ts;
+      EXPECT_EQ(ln.tc_adj, want) << ts;
+    }
+    const System S = split_system(L, C, M.rc, rng);
+    const Expected E = expected(M, S, rng);
+    for (int ts : teams)
+      for (int chunk : {8, 4}) compare_runs<float, L>(M, S, E, {ts, 1, chunk}, {ts, 4, chunk}, tcs ? 5e-3 : 2e-5);
+  }
+  check_forward_and_adjoint<3>(95, 3, 9, 4.0, {{32, 4, 8}}, 3, 16);  // 23 tiles; within the float tolerance
+}
+
+// f16_round_bits: IEEE binary16, nearest with ties to even, subnormals, overflow to infinity; pack_a_fragments_f16
+// puts every W entry, rounded, in exactly one (register, half) slot of the m16n8k16 A fragments.
+TEST(TensorCore, F16RoundingAndFragments) {
+  EXPECT_EQ(f16_round_bits(1.0f), 0x3c00);
+  EXPECT_EQ(f16_round_bits(-2.0f), 0xc000);
+  EXPECT_EQ(f16_round_bits(65504.0f), 0x7bff);
+  EXPECT_EQ(f16_round_bits(65519.0f), 0x7bff);
+  EXPECT_EQ(f16_round_bits(65520.0f), 0x7c00);
+  EXPECT_EQ(f16_round_bits(0x1p-24f), 0x0001);
+  EXPECT_EQ(f16_round_bits(0x1p-25f), 0x0000);           // tie: to even (zero)
+  EXPECT_EQ(f16_round_bits(0x1.8p-24f), 0x0002);         // tie: to even
+  EXPECT_EQ(f16_round_bits(1.0f + 0x1p-11f), 0x3c00);    // tie: to even
+  EXPECT_EQ(f16_round_bits(1.0f + 0x1.8p-10f), 0x3c02);  // tie: to even (up)
+  EXPECT_EQ(f16_round_bits(0x1.ff8p-15f), 0x03ff);       // largest subnormal
+  EXPECT_EQ(f16_round_bits(0x1.ffep-15f), 0x0400);       // rounds up to the smallest normal
+  EXPECT_TRUE(std::isnan(f16_bits_float(f16_round_bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(f16_bits_float(f16_round_bits(-std::numeric_limits<float>::infinity())),
+            -std::numeric_limits<float>::infinity());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-3.f, 3.f);
+  for (int k = 0; k < 2000; ++k) {  // relative error at most 2^-11 for normal results
+    const float x = uni(rng) * std::exp2(float(k % 20) - 10.f), y = f16_bits_float(f16_round_bits(x));
+    if (std::fabs(x) < 0x1p-14f) continue;
+    EXPECT_LE(std::fabs(y - x), std::ldexp(std::fabs(x), -11)) << x;
+  }
+  std::vector<float> W(32 * 32);
+  for (auto& w : W) w = uni(rng);
+  // rows (k) 32, cols (m) 32: 2 tiles x 2 k steps of 16
+  const auto frag = pack_a_fragments_f16([&](int k, int m) { return W[size_t(k) * 32 + m]; }, 32, 32);
+  ASSERT_EQ(frag.size(), size_t(2 * 2 * 32 * 4));
+  std::vector<int> seen(W.size(), 0);
+  for (int tile = 0; tile < 2; ++tile)
+    for (int ks = 0; ks < 2; ++ks)
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r)
+          for (int h = 0; h < 2; ++h) {
+            const size_t w = size_t(ks * 16 + F16Tile::a_col(l, r) + h) * 32 + tile * 16 + F16Tile::a_row(l, r);
+            const uint32_t v = frag[((size_t(tile) * 2 + ks) * 32 + l) * 4 + r];
+            EXPECT_EQ(uint16_t(h ? v >> 16 : v & 0xffffu), f16_round_bits(W[w]));
+            ++seen[w];
+          }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  EXPECT_THROW(pack_a_fragments_f16([](int, int) { return 0.f; }, 24, 32), std::invalid_argument);
+}
+
 // The kernels of the model's first and last layers (layer roles, common.hpp). kEmbeddingInput: the input is the
 // species embedding (only l = 0): tensor products over the paths (0, l, l), adjoints without dE/dh, dE/dq, dE/dk.
 // kScalarOutput: only the l = 0 outputs are used: the paths (l, l, 0), m and o exactly 0 for l >= 1. On input that

@@ -488,7 +488,7 @@ TEST(ModelOptionsTest, Validation) {
       }
     }
   };
-  for (int v : {-1, 4, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
+  for (int v : {-1, 5, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
   for (int v : {8, 100000}) expect_invalid("radial_table_intervals", [v](ModelOptions& o) { o.radial_table_intervals = v; });
   for (int v : {-1, 65}) expect_invalid("basis_chunk", [v](ModelOptions& o) { o.basis_chunk = v; });
   // the test model's H = 12 hidden units: 5 does not divide it

@@ -41,6 +41,7 @@ import tempfile
 import numpy as np
 
 SKIP = 77
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 NKTV2P = 1.6021765e6  # metal units: eV/A^3 -> bar
 
 
@@ -340,6 +341,47 @@ def test_reference(env, variant):
     ok &= s <= (1e-12 if tol < 1e-6 else 1e-6)
     if not ok:
         fail(f"reference comparison ({variant})")
+    print("PASS")
+
+
+def test_mixed(env, variant):
+    """precision mixed (the radial MLP's GEMM on f16 tensor cores, fp32 accumulation) against double with the
+    bundled water model (H = 32: the f16 path applies) on the 216-water box: energy, forces, virial and their per-atom
+    values within 3e-3 of the largest value (f16 keeps 11 significant bits of the GEMM's operands: about 1e-4 is
+    expected, a misplaced fragment gives errors of order one), single within 1e-4. On a GPU the launch line must name
+    "tensor cores f16"; on host back-ends mixed must warn and equal single bit for bit. variant: kk (host threads),
+    gpu (batmobile/kk on the GPU), device_cuda (pair_style batmobile device cuda)."""
+    kw = dict(model=os.path.join(REPO, "potentials", "water_fast.pt"))
+    if variant == "kk":
+        if not env.has_style("batmobile/kk"):
+            skip("this lmp has no batmobile/kk")
+        kw.update(kokkos=True, threads=2)
+    elif variant == "gpu":
+        if env.vars.get("BACKEND") != "cuda":
+            skip(f"LAMMPS build backend is {env.vars.get('BACKEND')}, not cuda: no GPU run")
+        kw.update(gpu=True)
+    else:
+        require_device_cuda(env)
+        kw.update(keywords="device cuda", plugin=env.vars.get("BUILTIN") == "OFF")
+    on_gpu = variant != "kk"
+    want = observe(env, precision="double", **kw)
+    single = observe(env, precision="single", **kw)
+    mixed = observe(env, precision="mixed", **kw)
+    ok = compare("single vs double", single, want, 1e-4)
+    ok &= compare("mixed vs double", mixed, want, 3e-3)
+    style = "batmobile" if variant == "device_cuda" else "batmobile/kk"
+    launch = [ln for ln in mixed["log"].splitlines() if ln.startswith(f"pair_style {style}: precision mixed")]
+    print(f"  launch line: {launch}")
+    ok &= len(launch) == 1
+    warned = "precision mixed needs the f16 tensor cores" in mixed["log"]
+    if on_gpu:
+        ok &= bool(launch) and "tensor cores f16" in launch[0] and not warned
+    else:
+        same = all(np.array_equal(mixed[k], single[k]) for k in ("forces", "atomic_energies", "atomic_virial"))
+        print(f"  host: warned {warned}, mixed equals single bit for bit: {same}")
+        ok &= warned and same
+    if not ok:
+        fail(f"precision mixed ({variant})")
     print("PASS")
 
 
@@ -699,11 +741,11 @@ def test_errors(env):
         ("newton off", base_script(env, extra_pre="newton off") + "run 0\n", "needs 'newton on'"),
         ("thin box", base_script(env, data="thin.data") + "run 0\n", "thinner than the model cutoff"),
         ("atoms too close", base_script(env, data="water_close.data") + "run 0\n", "closer than half the smallest"),
-        ("bad precision", base_script(env, precision="quad"), "unknown precision 'quad' (use double or single)"),
+        ("bad precision", base_script(env, precision="quad"), "unknown precision 'quad' (use double, single or mixed)"),
         ("bad kernels", base_script(env, kernels="fast"), "unknown kernels 'fast' (use fused or reference)"),
-        ("missing value", base_script(env, keywords="precision"), "'precision' needs double or single"),
+        ("missing value", base_script(env, keywords="precision"), "'precision' needs double, single or mixed"),
         ("kk-only keyword", base_script(env, keywords="distance_check deferred"),
-         "unknown keyword 'distance_check' (usage: pair_style batmobile [precision double|single] "
+         "unknown keyword 'distance_check' (usage: pair_style batmobile [precision double|single|mixed] "
          "[kernels fused|reference] [device cpu|cuda] [out_freq N] [out_file FILE])"),
         ("bad device", base_script(env, keywords="device gpu"), "unknown device 'gpu' (use cpu or cuda)"),
     ]
@@ -736,7 +778,7 @@ def test_errors(env):
              "graph_team 1024 is more than this back-end's team size limit"),
             ("device, kk", base_script(env, keywords="device cuda"), "unknown keyword 'device'"),
             ("unknown keyword, kk", base_script(env, keywords="speed max"),
-             "unknown keyword 'speed' (usage: pair_style batmobile/kk [precision double|single] [kernels "
+             "unknown keyword 'speed' (usage: pair_style batmobile/kk [precision double|single|mixed] [kernels "
              "fused|reference] [ghost_comm device|lammps] [distance_check auto|deferred|immediate] "
              "[mpi_buffers auto|host] [graph_team auto|N])"),
         ]
@@ -952,6 +994,7 @@ def main():
      "slab": lambda: test_slab(env, *a.args),
      "device_md": lambda: test_device_md(env, int(a.args[0]) if a.args else 1),
      "no_gpu": lambda: test_no_gpu(env),
+     "mixed": lambda: test_mixed(env, a.args[0] if a.args else "kk"),
      "kk_comm": lambda: test_kk_comm(env),
      "kk_md": lambda: test_kk_md(env, int(a.args[0]) if a.args else 1,
                                  a.args[1] if len(a.args) > 1 else None, a.args[2] if len(a.args) > 2 else "on")}[a.test]()

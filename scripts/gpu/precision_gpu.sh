@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# precision mixed on the GPU, in device calls of <= 10 minutes on one warm machine (repo root, .carry/ carried; the
+# LAMMPS build stays in $BATMOBILE_CACHE between calls):
+#   scripts/gpu/precision_gpu.sh check OUTDIR     builds LAMMPS + KOKKOS(CUDA) with the styles; the GPU tests of the
+#       precisions (mixed against double and single; single and double against PyTorch); single and mixed MD runs in
+#       turn at 648, 10,368 and 97,200 atoms (md_ab.txt: run_md_bench.sh's raw lines); the validation frames of data_2
+#       through LAMMPS in double, single and mixed (frames/lammps_frames.json: force and energy RMSE)
+#   scripts/gpu/precision_gpu.sh md OUTDIR        the MD gates, single and mixed side by side on the GPU: 10,000 NVE
+#       steps each (nve_<prec>/results/nve_summary.json) and 40 ps NVT with the RDF (rdf_<prec>/results/summary.json)
+#   scripts/gpu/precision_gpu.sh roofline OUTDIR  Nsight Compute counters (FLOP, bytes, instructions, time) of every
+#       kernel of two MD steps at 648 and 97,200 atoms, single and mixed (ncu_<atoms>_<prec>.csv), summarised by
+#       bench/profile/roofline.py into roofline.json
+# The model is potentials/water_fast.pt unless BATMOBILE_MODEL names another. OUTDIR is packed into OUTDIR.tgz.
+set -uo pipefail
+MODE=${1:?usage: precision_gpu.sh check|md|roofline OUTDIR}
+OUT=$(mkdir -p "${2:?usage: precision_gpu.sh check|md|roofline OUTDIR}" && cd "$2" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
+export PYTHONPATH=$REPO/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+MODEL=${BATMOBILE_MODEL:-$REPO/potentials/water_fast.pt}
+KK=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
+COMMIT=$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
+T0=$(date +%s); say() { echo "[precision_gpu $MODE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
+pack() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"; }
+trap pack EXIT
+scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
+LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
+source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; exit 1; }
+say "LAMMPS built: $LMP"
+DATA=examples/lammps_inputs/water216/water216_start.lmp
+
+case "$MODE" in
+check)
+  REF=/tmp/bm_precision_ref
+  [ -f "$REF/model.pt" ] || python3 tests/lammps/batmobile/make_lammps_reference.py "$REF" > "$OUT/make_ref.log" 2>&1
+  T=tests/lammps/batmobile/run_batmobile_test.py
+  for t in "mixed gpu" "reference gpu_single" "reference gpu"; do
+    name=${t// /_}
+    python3 $T --build "$LAMMPS_BUILD" --ref "$REF" $t > "$OUT/test_$name.log" 2>&1
+    say "test $t: rc=$? $(grep -E '^(PASS|FAIL|SKIP)' "$OUT/test_$name.log" | tail -n1)"
+  done
+  grep -E "vs double|launch line" "$OUT/test_mixed_gpu.log" | head -n 14
+  cases=""
+  for c in 648:1:1:1:1000 10368:2:2:4:100 97200:5:5:6:30; do
+    reps=3; [ "${c%%:*}" = 648 ] && reps=5
+    for ((r = 0; r < reps; ++r)); do cases+=" $c:single $c:mixed"; done
+  done
+  BATMOBILE_MD_CASES="$cases" BATMOBILE_MD_REFERENCE_MAX_ATOMS=0 BATMOBILE_MD_E3NN_MAX_ATOMS=0 \
+    BATMOBILE_MD_CASE_TIMEOUT=60 timeout 300 bench/md/run_md_bench.sh "$LMP" "$MODEL" "$OUT/md_ab" > "$OUT/md_ab.log" 2>&1
+  cp "$OUT/md_ab/md_raw.txt" "$OUT/md_ab.txt" 2>/dev/null
+  say "MD single/mixed in turn: $(tr '\n' ';' < "$OUT/md_ab.txt" 2>/dev/null)"
+  timeout 150 python3 bench/accuracy/lammps_frames.py --lmp "$LMP" --model "$MODEL" --out "$OUT/frames" \
+    --lmp-args "${KK[*]}" --commit "$COMMIT" --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" \
+    > "$OUT/frames.log" 2>&1
+  say "frames: rc=$? $(grep -E '^\[lammps_frames\] [a-z]+: \{' "$OUT/frames.log" | tr '\n' ' ')"
+  ;;
+md)
+  for prec in single mixed; do
+    BATMOBILE_MODEL=$MODEL BATMOBILE_DEVICE_NAME="NVIDIA H200" timeout 560 examples/lammps_inputs/water216/run.sh "$LMP" \
+      "$OUT/nve_$prec" nve -var prec "$prec" "${KK[@]}" > "$OUT/nve_$prec.log" 2>&1 &
+    BATMOBILE_MODEL=$MODEL BATMOBILE_DEVICE_NAME="NVIDIA H200" timeout 560 examples/lammps_inputs/water216/run.sh "$LMP" \
+      "$OUT/rdf_$prec" full -var prec "$prec" -var steps 80000 "${KK[@]}" > "$OUT/rdf_$prec.log" 2>&1 &
+  done
+  wait
+  for prec in single mixed; do
+    say "$prec NVE: $(tr -d '\n ' < "$OUT/nve_$prec/results/nve_summary.json" 2>/dev/null | head -c 300)"
+    say "$prec RDF: $(tr -d '\n ' < "$OUT/rdf_$prec/results/summary.json" 2>/dev/null | head -c 400)"
+  done
+  rm -f "$OUT"/*/water216.restart.* "$OUT"/*/water216_final.restart
+  ;;
+roofline)
+  command -v ncu > /dev/null || { say "no ncu"; exit 1; }
+  want=(gpu__time_duration.sum smsp__inst_executed.sum sm__cycles_elapsed.avg
+        smsp__sass_thread_inst_executed_op_ffma_pred_on.sum smsp__sass_thread_inst_executed_op_fadd_pred_on.sum
+        smsp__sass_thread_inst_executed_op_fmul_pred_on.sum smsp__sass_thread_inst_executed_op_dfma_pred_on.sum
+        smsp__sass_thread_inst_executed_op_dadd_pred_on.sum smsp__sass_thread_inst_executed_op_dmul_pred_on.sum
+        sm__inst_executed_pipe_tensor_op_hmma.sum sm__inst_executed_pipe_tensor.sum
+        dram__bytes_read.sum dram__bytes_write.sum lts__t_bytes.sum l1tex__t_bytes.sum
+        sm__warps_active.avg.pct_of_peak_sustained_active launch__registers_per_thread)
+  ncu --query-metrics > "$OUT/ncu_metrics_available.txt" 2>&1
+  have=()
+  for m in "${want[@]}"; do grep -q "^${m%.*} " "$OUT/ncu_metrics_available.txt" && have+=("$m"); done
+  say "metrics: ${have[*]}"
+  IFS=, metrics="${have[*]}"; unset IFS
+  for c in 648:1:1:1 97200:5:5:6; do
+    IFS=: read -r n rx ry rz <<<"$c"
+    for prec in single mixed; do
+      timeout 200 ncu --clock-control none --csv --page raw --print-units base --metrics "$metrics" \
+        "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log none -screen none -var data "$DATA" -var pot "$MODEL" \
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec "$prec" -var newton off \
+        > "$OUT/ncu_${n}_$prec.csv" 2> "$OUT/ncu_${n}_$prec.err"
+      say "ncu $n $prec: rc=$? $(grep -c '^"' "$OUT/ncu_${n}_$prec.csv") rows"
+    done
+  done
+  python3 bench/profile/roofline.py "$OUT"/ncu_*.csv --out "$OUT/roofline.json" --commit "$COMMIT" > "$OUT/roofline.log" 2>&1
+  say "roofline: rc=$? $(tail -n 30 "$OUT/roofline.log")"
+  ;;
+esac
+say "done"
