@@ -36,18 +36,18 @@ def write_inputs(frames, out):
     with open(os.path.join(out, "frames.data"), "w") as f:
         f.write(f"first validation frame\n\n{len(first.positions)} atoms\n{len(SPECIES)} atom types\n\n")
         for a, name in enumerate("xyz"):
-            f.write(f"0 {L[a]!r} {name}lo {name}hi\n")
+            f.write(f"0 {float(L[a]):.12g} {name}lo {name}hi\n")
         f.write("\nMasses\n\n1 15.999\n2 1.008\n\nAtoms # atomic\n\n")
         for i, (s, x) in enumerate(zip(first.species, first.positions)):
-            f.write(f"{i + 1} {s + 1} {x[0]!r} {x[1]!r} {x[2]!r}\n")
+            f.write(f"{i + 1} {int(s) + 1} {float(x[0]):.12g} {float(x[1]):.12g} {float(x[2]):.12g}\n")
     with open(os.path.join(out, "frames.dump"), "w") as f:
         for k, fr in enumerate(frames):
             L = np.diag(fr.cell)
             f.write(f"ITEM: TIMESTEP\n{k}\nITEM: NUMBER OF ATOMS\n{len(fr.positions)}\nITEM: BOX BOUNDS pp pp pp\n")
-            f.write("".join(f"0 {v!r}\n" for v in L))
+            f.write("".join(f"0 {float(v):.12g}\n" for v in L))
             f.write("ITEM: ATOMS id type x y z\n")
             for i, (s, x) in enumerate(zip(fr.species, fr.positions)):
-                f.write(f"{i + 1} {s + 1} {x[0]!r} {x[1]!r} {x[2]!r}\n")
+                f.write(f"{i + 1} {int(s) + 1} {float(x[0]):.12g} {float(x[1]):.12g} {float(x[2]):.12g}\n")
 
 
 def lammps_script(model, precision):

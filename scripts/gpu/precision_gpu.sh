@@ -5,14 +5,15 @@
 #       precisions (mixed against double and single; single and double against PyTorch); single and mixed MD runs in
 #       turn at 648, 10,368 and 97,200 atoms (md_ab.txt: run_md_bench.sh's raw lines); the validation frames of data_2
 #       through LAMMPS in double, single and mixed (frames/lammps_frames.json: force and energy RMSE)
+#   scripts/gpu/precision_gpu.sh frames OUTDIR    the validation frames alone; gates OUTDIR: frames beside md
 #   scripts/gpu/precision_gpu.sh md OUTDIR        the MD gates, single and mixed side by side on the GPU: 10,000 NVE
-#       steps each (nve_<prec>/results/nve_summary.json) and 40 ps NVT with the RDF (rdf_<prec>/results/summary.json)
+#       steps each (nve_<prec>/results/nve_summary.json) and 30 ps NVT with the RDF (rdf_<prec>/results/summary.json)
 #   scripts/gpu/precision_gpu.sh roofline OUTDIR  Nsight Compute counters (FLOP, bytes, instructions, time) of every
 #       kernel of two MD steps at 648 and 97,200 atoms, single and mixed (ncu_<atoms>_<prec>.csv), summarised by
 #       bench/profile/roofline.py into roofline.json
 # The model is potentials/water_fast.pt unless BATMOBILE_MODEL names another. OUTDIR is packed into OUTDIR.tgz.
 set -uo pipefail
-MODE=${1:?usage: precision_gpu.sh check|md|roofline OUTDIR}
+MODE=${1:?usage: precision_gpu.sh check|frames|md|gates|roofline OUTDIR}
 OUT=$(mkdir -p "${2:?usage: precision_gpu.sh check|md|roofline OUTDIR}" && cd "$2" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
@@ -50,17 +51,23 @@ check)
     BATMOBILE_MD_CASE_TIMEOUT=60 timeout 300 bench/md/run_md_bench.sh "$LMP" "$MODEL" "$OUT/md_ab" > "$OUT/md_ab.log" 2>&1
   cp "$OUT/md_ab/md_raw.txt" "$OUT/md_ab.txt" 2>/dev/null
   say "MD single/mixed in turn: $(tr '\n' ';' < "$OUT/md_ab.txt" 2>/dev/null)"
+  [ -n "${BATMOBILE_SKIP_FRAMES:-}" ] && exit 0
+  ;&
+frames)
   timeout 150 python3 bench/accuracy/lammps_frames.py --lmp "$LMP" --model "$MODEL" --out "$OUT/frames" \
     --lmp-args "${KK[*]}" --commit "$COMMIT" --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" \
     > "$OUT/frames.log" 2>&1
   say "frames: rc=$? $(grep -E '^\[lammps_frames\] [a-z]+: \{' "$OUT/frames.log" | tr '\n' ' ')"
   ;;
+gates)
+  MODE=frames "$0" frames "$OUT/frames_run" > "$OUT/frames_run.log" 2>&1 &
+  ;&
 md)
   for prec in single mixed; do
     BATMOBILE_MODEL=$MODEL BATMOBILE_DEVICE_NAME="NVIDIA H200" timeout 560 examples/lammps_inputs/water216/run.sh "$LMP" \
       "$OUT/nve_$prec" nve -var prec "$prec" "${KK[@]}" > "$OUT/nve_$prec.log" 2>&1 &
     BATMOBILE_MODEL=$MODEL BATMOBILE_DEVICE_NAME="NVIDIA H200" timeout 560 examples/lammps_inputs/water216/run.sh "$LMP" \
-      "$OUT/rdf_$prec" full -var prec "$prec" -var steps 80000 "${KK[@]}" > "$OUT/rdf_$prec.log" 2>&1 &
+      "$OUT/rdf_$prec" full -var prec "$prec" -var steps 60000 "${KK[@]}" > "$OUT/rdf_$prec.log" 2>&1 &
   done
   wait
   for prec in single mixed; do
