@@ -102,7 +102,7 @@ def pipeline(env):
 def rerun(env):
     """bench/accuracy/lammps_frames.py (the validation frames through LAMMPS's rerun, per precision) on three frames
     of data_2 with the bundled water model: LAMMPS's double energies and forces equal the PyTorch model's in float64
-    (to 1e-9 relative), so its RMSEs are those of the model; single agrees to 1e-4, and the reported differences to
+    (forces to 1e-8 relative: the rerun dump keeps 12 digits of each position; energies to 1e-9), so its RMSEs are those of the model; single agrees to 1e-4, and the reported differences to
     double are the ones computed here."""
     import torch
     import batmobile
@@ -133,7 +133,7 @@ def rerun(env):
     single = doc["precisions"]["single"]
     print(f"double vs PyTorch: forces {worst_f:.2e}, energy {worst_e:.2e}; single vs double RMS {rms:.4f} meV/A "
           f"(reported {single['force_rms_difference_meV_per_A']:.4f}); {json.dumps(doc['precisions'])}")
-    ok = (worst_f < 1e-9 and worst_e < 1e-9 and doc["frames"] == 3 and abs(single["force_rms_difference_meV_per_A"]
+    ok = (worst_f < 1e-8 and worst_e < 1e-9 and doc["frames"] == 3 and abs(single["force_rms_difference_meV_per_A"]
           - rms) <= 1e-9 * max(rms, 1.0) and np.abs(d).max() / np.abs(got_f).max() < 1e-4
           and 0 < doc["precisions"]["double"]["force_rmse_meV_per_A"] < 200)
     print("PASS" if ok else "FAIL")
