@@ -101,7 +101,7 @@ def account(rows, tensor_kind):
     total_time = sum(g["time_s"] for g in groups.values())
     out = []
     for name, g in groups.items():
-        per = {k: (v / computes if k != "launches" else v / computes) for k, v in g.items()}
+        per = {k: v / computes for k, v in g.items()}
         t, cyc = per["time_s"], per["sm_cycles"]
         clock = cyc / t if t > 0 else 0.0
         row = {"kernel": name, "launches_per_step": round(per["launches"], 2), "time_us_per_step": 1e6 * t,

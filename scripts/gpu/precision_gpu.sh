@@ -60,7 +60,7 @@ frames)
   say "frames: rc=$? $(grep -E '^\[lammps_frames\] [a-z]+: \{' "$OUT/frames.log" | tr '\n' ' ')"
   ;;
 gates)
-  MODE=frames "$0" frames "$OUT/frames_run" > "$OUT/frames_run.log" 2>&1 &
+  "$0" frames "$OUT/frames_run" > "$OUT/frames_run.log" 2>&1 &
   ;&
 md)
   for prec in single mixed; do
