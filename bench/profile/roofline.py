@@ -11,11 +11,11 @@ layer's fused forward), so that the figures are per MD step (the set-up evaluati
 neighbour-list build, are averaged in).
 
 Per group: launches, GPU time (ncu runs kernels one at a time, unclocked: --clock-control none), FLOP (FP32 and FP64
-from the FMA / add / mul thread instructions, an FMA counting 2; tensor-core FLOP from the HMMA instructions, 2,048
-per TF32 m16n8k8 and 4,096 per f16 m16n8k16), DRAM / L2 / L1 bytes, warp instructions, and the fractions of the
-H200's peaks over the kernel's own time: FP32 CUDA cores (132 SMs x 128 lanes x 2 FLOP per cycle at the measured SM
-clock), tensor cores (dense TF32 495 / f16 989 TFLOP/s at 1.83 GHz, scaled to the measured clock), HBM (4.8 TB/s),
-and the instruction issue slots (4 per SM and cycle).
+from the FMA / add / mul thread instructions, an FMA counting 2; tensor-core FLOP from the fused kernels' HMMA
+instructions as executed, 2,048 per TF32 m16n8k8 and 4,096 per f16 m16n8k16: 3xTF32 runs three products per useful
+one), DRAM / L2 / L1 bytes, warp instructions, and the fractions of the H200's peaks over the kernel's own time: FP32
+CUDA cores (132 SMs x 128 lanes x 2 FLOP per cycle at the measured SM clock), tensor cores (dense TF32 495 / f16 989
+TFLOP/s at 1.83 GHz, scaled to the measured clock), HBM (4.8 TB/s), and the instruction issue slots (4 per SM and cycle).
 """
 import argparse
 import csv
@@ -54,17 +54,24 @@ def read_ncu_csv(path):
 
 
 def kernel_group(name):
-    """A short role name for a kernel's (demangled) name."""
-    m = re.search(r"InteractionKernel<(?:float|double), [^,]+, \(int\)(\d+), \(bool\)\d, \(int\)\d+, \(int\)(\d+)>"
-                  r"::(ForwardT|RecvAdjT|SendAdjT)", name)
+    """A short role name for a kernel's demangled name (full, or ncu's --kernel-name-base demangled form, which drops
+    the namespaces and the template arguments' casts). Lambdas are named by their enclosing function and lambda
+    instance, the other kernels by their functor."""
+    m = re.search(r"InteractionKernel<(?:float|double), [^,]+, (?:\(int\))?(\d+), (?:\(bool\))?\w+, (?:\(int\))?\d+, "
+                  r"(?:\(int\))?(\d+)>::(ForwardT|RecvAdjT|SendAdjT)", name)
     if m:
         role = {"0": "general layer", "1": "first layer", "2": "last layer", "3": "single layer"}.get(m.group(2),
                                                                                                    m.group(2))
         what = {"ForwardT": "fused forward", "RecvAdjT": "fused receiver adjoint", "SendAdjT": "fused sender adjoint"}
         return f"{what[m.group(3)]} ({role})"
-    m = re.search(r"Parallel(?:For|Reduce|Scan)(?:WithTotal)?<([^<>,]+?)(?:<|,)", name)
+    m = re.search(r"Parallel(For|Reduce|Scan)(?:WithTotal)?<(?:(?:Kokkos::Impl::)?CudaFunctorAdapter<)?(?:void )?"
+                  r"([\w:]+)", name)
     if m:
-        return m.group(1).split("::")[-1]
+        what = m.group(2).split("::")[-1]
+        lam = re.search(r"\[lambda\([^]]*\) \(instance (\d+)\)\]", name)
+        if lam:
+            return f"{what} {m.group(1).lower()} #{lam.group(1)}"
+        return what
     return re.split(r"[<(]", name.replace("void ", ""), maxsplit=1)[0].split("::")[-1] or name[:60]
 
 
@@ -90,9 +97,10 @@ def account(rows, tensor_kind):
         g["fp64_flop"] += (2 * metric(r, "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum")
                            + metric(r, "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum")
                            + metric(r, "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum"))
-        hmma = metric(r, "sm__inst_executed_pipe_tensor_op_hmma.sum") or metric(r, "sm__inst_executed_pipe_tensor.sum")
-        g["tensor_flop"] += hmma * (4096 if tensor_kind == "f16" and "InteractionKernel" in str(r.get("Kernel Name"))
-                                    else 2048)
+        # only the fused kernels issue MMA instructions (the counter reads small non-zero values on copy kernels)
+        if "InteractionKernel" in str(r.get("Kernel Name")):
+            hmma = metric(r, "sm__inst_executed_pipe_tensor_op_hmma.sum") or metric(r, "sm__inst_executed_pipe_tensor.sum")
+            g["tensor_flop"] += hmma * (4096 if tensor_kind == "f16" else 2048)
         g["dram_bytes"] += metric(r, "dram__bytes_read.sum") + metric(r, "dram__bytes_write.sum")
         g["l2_bytes"] += metric(r, "lts__t_bytes.sum")
         g["l1_bytes"] += metric(r, "l1tex__t_bytes.sum")

@@ -8,13 +8,18 @@
 #   scripts/gpu/precision_gpu.sh frames OUTDIR    the validation frames alone; gates OUTDIR: frames beside md
 #   scripts/gpu/precision_gpu.sh md OUTDIR        the MD gates, single and mixed side by side on the GPU: 10,000 NVE
 #       steps each (nve_<prec>/results/nve_summary.json) and 30 ps NVT with the RDF (rdf_<prec>/results/summary.json)
+#   scripts/gpu/precision_gpu.sh rdf OUTDIR       the RDF gate: the full water216 run (10 ps NVT + 50 ps production,
+#       newton off) in single, then mixed, in /tmp/bm_rdf_<prec>, each stopped cleanly before its share of the call's
+#       limit (BATMOBILE_CALL_LIMIT s, default 560, from the script's start) and continued from its restart file by
+#       the next call on the same warm machine; OUTDIR/rdf_<prec>: logs and results/ (g_OO summary, gOO.png); with them
+#       the GPU test of precision mixed
 #   scripts/gpu/precision_gpu.sh roofline OUTDIR  Nsight Compute counters (FLOP, bytes, instructions, time) of every
-#       kernel of two MD steps at 648 and 97,200 atoms, single and mixed (ncu_<atoms>_<prec>.csv), summarised by
+#       model kernel of two MD steps at 648 and 97,200 atoms, single and mixed (ncu_<atoms>_<prec>.csv), summarised by
 #       bench/profile/roofline.py into roofline.json
 # The model is potentials/water_fast.pt unless BATMOBILE_MODEL names another. OUTDIR is packed into OUTDIR.tgz.
 set -uo pipefail
-MODE=${1:?usage: precision_gpu.sh check|frames|md|gates|roofline OUTDIR}
-OUT=$(mkdir -p "${2:?usage: precision_gpu.sh check|md|roofline OUTDIR}" && cd "$2" && pwd)
+MODE=${1:?usage: precision_gpu.sh check|frames|md|gates|rdf|roofline OUTDIR}
+OUT=$(mkdir -p "${2:?usage: precision_gpu.sh check|frames|md|gates|rdf|roofline OUTDIR}" && cd "$2" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 export PYTHONPATH=$REPO/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
@@ -76,32 +81,54 @@ md)
   done
   rm -f "$OUT"/*/water216.restart.* "$OUT"/*/water216_final.restart
   ;;
+rdf)
+  python3 tests/lammps/batmobile/make_lammps_reference.py /tmp/bm_precision_ref > "$OUT/make_ref.log" 2>&1 &&
+    python3 tests/lammps/batmobile/run_batmobile_test.py --build "$LAMMPS_BUILD" --ref /tmp/bm_precision_ref mixed gpu \
+      > "$OUT/test_mixed_gpu.log" 2>&1 &
+  left=2  # one run at a time: processes sharing a GPU are time-sliced and each runs at a fraction of its speed
+  for prec in single mixed; do
+    run=/tmp/bm_rdf_$prec
+    wall=$(( (${BATMOBILE_CALL_LIMIT:-560} - 40 - ($(date +%s) - T0)) / left )); left=$((left - 1))
+    args=(-var prec "$prec" -var newton off -var walltime "$wall" "${KK[@]}")
+    export BATMOBILE_DEVICE_NAME="NVIDIA H200"
+    if grep -qs "^ *120000 " "$run"/log*.lammps; then
+      continue
+    elif [ -f "$run/log.lammps" ]; then  # from where the last call stopped (its final restart file, the newest)
+      restart=$(ls -t "$run"/water216.restart.[ab] "$run"/water216_final.restart 2>/dev/null | head -n1)
+      examples/lammps_inputs/water216/run.sh "$LMP" "$run" continue "$restart" "${args[@]}" > "$OUT/rdf_$prec.log" 2>&1
+    else
+      examples/lammps_inputs/water216/run.sh "$LMP" "$run" full "${args[@]}" > "$OUT/rdf_$prec.log" 2>&1
+    fi
+    say "$prec: $wall s of wall time"
+  done
+  wait
+  say "test mixed gpu: $(grep -E '^(PASS|FAIL|SKIP)' "$OUT/test_mixed_gpu.log" | tail -n1)"
+  for prec in single mixed; do
+    run=/tmp/bm_rdf_$prec
+    mkdir -p "$OUT/rdf_$prec" && cp -r "$run"/log*.lammps "$run"/rdf*.dat "$run"/results "$OUT/rdf_$prec/" 2>/dev/null
+    say "$prec: last step $(grep -h -E '^ +[0-9]+ ' "$run"/log*.lammps | tail -n1 | awk '{print $1}'); RDF $(tr -d '\n ' < "$run/results/summary.json" 2>/dev/null | head -c 400)"
+  done
+  ;;
 roofline)
   command -v ncu > /dev/null || { say "no ncu"; exit 1; }
-  want=(gpu__time_duration.sum smsp__inst_executed.sum sm__cycles_elapsed.avg
-        smsp__sass_thread_inst_executed_op_ffma_pred_on.sum smsp__sass_thread_inst_executed_op_fadd_pred_on.sum
-        smsp__sass_thread_inst_executed_op_fmul_pred_on.sum smsp__sass_thread_inst_executed_op_dfma_pred_on.sum
-        smsp__sass_thread_inst_executed_op_dadd_pred_on.sum smsp__sass_thread_inst_executed_op_dmul_pred_on.sum
-        sm__inst_executed_pipe_tensor_op_hmma.sum sm__inst_executed_pipe_tensor.sum
-        dram__bytes_read.sum dram__bytes_write.sum lts__t_bytes.sum l1tex__t_bytes.sum
-        sm__warps_active.avg.pct_of_peak_sustained_active launch__registers_per_thread)
-  ncu --query-metrics > "$OUT/ncu_metrics_available.txt" 2>&1
-  have=()
-  for m in "${want[@]}"; do grep -q "^${m%.*} " "$OUT/ncu_metrics_available.txt" && have+=("$m"); done
-  say "metrics: ${have[*]}"
-  IFS=, metrics="${have[*]}"; unset IFS
+  # the model's kernels only (their names hold the batmobile namespace; LAMMPS's set-up launches hundreds of others)
+  metrics=gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg
+  metrics+=,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum
+  metrics+=,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__inst_executed_pipe_tensor_op_hmma.sum
+  metrics+=,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,l1tex__t_bytes.sum
   for c in 648:1:1:1 97200:5:5:6; do
     IFS=: read -r n rx ry rz <<<"$c"
     for prec in single mixed; do
-      timeout 200 ncu --clock-control none --csv --page raw --print-units base --metrics "$metrics" \
+      timeout 110 ncu --clock-control none --csv --page raw --print-units base --kernel-name-base demangled \
+        --kernel-name regex:batmobile --metrics "$metrics" \
         "$LMP" "${KK[@]}" -in bench/md/in.md_bench -log none -screen none -var data "$DATA" -var pot "$MODEL" \
         -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec "$prec" -var newton off \
         > "$OUT/ncu_${n}_$prec.csv" 2> "$OUT/ncu_${n}_$prec.err"
       say "ncu $n $prec: rc=$? $(grep -c '^"' "$OUT/ncu_${n}_$prec.csv") rows"
     done
   done
-  python3 bench/profile/roofline.py "$OUT"/ncu_*.csv --out "$OUT/roofline.json" --commit "$COMMIT" > "$OUT/roofline.log" 2>&1
-  say "roofline: rc=$? $(tail -n 30 "$OUT/roofline.log")"
+  python3 bench/profile/roofline.py "$OUT"/ncu_*.csv --out "$OUT/roofline.json" --commit "$COMMIT" > "$OUT/roofline.md" 2>&1
+  say "roofline: rc=$? (roofline.md, roofline.json)"
   ;;
 esac
 say "done"
