@@ -112,11 +112,10 @@ void PairBatmobile::allocate()
 void PairBatmobile::settings(int narg, char **arg)
 {
   int iarg = 0;
+  int precision = -1;  // 0 double, 1 single, 2 mixed; -1: not given
   while (iarg < narg) {
     if (strcmp(arg[iarg], "precision") == 0) {
-      const int choice = keyword_choice(narg - iarg, arg + iarg, {"double", "single", "mixed"});
-      single_precision = choice >= 1;
-      mixed_precision = choice == 2;
+      precision = keyword_choice(narg - iarg, arg + iarg, {"double", "single", "mixed"});
       iarg += 2;
     } else if (strcmp(arg[iarg], "kernels") == 0) {
       kernels_choice = keyword_choice(narg - iarg, arg + iarg, {"fused", "reference"});
@@ -137,6 +136,10 @@ void PairBatmobile::settings(int narg, char **arg)
                  settings_usage());
     }
   }
+  // (after all keywords: `device cuda` may follow `precision`)
+  if (precision < 0) precision = runs_on_gpu() ? 2 : 0;
+  single_precision = precision >= 1;
+  mixed_precision = precision == 2;
 }
 
 int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::string> &values)

@@ -110,6 +110,9 @@ class PairBatmobile : public Pair {
   virtual const char *style_label() const { return "batmobile"; }
   // whether `device cpu|cuda` is a keyword of this style (batmobile/kk runs where LAMMPS's -k/-sf put it)
   virtual bool has_device_keyword() const { return true; }
+  // whether the model runs on a GPU (device cuda here; batmobile/kk: a GPU execution space): there precision mixed
+  // is the default (docs/performance.md, "precision mixed"), elsewhere double
+  virtual bool runs_on_gpu() const { return device_cuda; }
 
   // device cuda (pair_batmobile_device.cpp): the model, committee members and one evaluation on the GPU; positions
   // go there every step, the neighbour list when LAMMPS rebuilds it, forces (and per-atom terms) come back

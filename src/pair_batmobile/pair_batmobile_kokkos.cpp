@@ -204,7 +204,12 @@ void PairBatmobileKokkos<DeviceType>::build_models(const batmobile::ModelFile &m
   I.images_nlocal = I.images_nall = -1;
 }
 
-// newton off: the image exchange (one rank, ghost_comm device, atom IDs) with a model that groups senders by atom
+template <class DeviceType>
+bool PairBatmobileKokkos<DeviceType>::runs_on_gpu() const
+{
+  return !batmobile::kernels::runs_on_host<typename KKImpl::Exec>;
+}
+
 template <class DeviceType>
 void PairBatmobileKokkos<DeviceType>::build_members(const std::vector<batmobile::ModelFile> &files)
 {
@@ -235,6 +240,7 @@ void PairBatmobileKokkos<DeviceType>::committee_step_device(int nlocal, int nall
   committee_finish(nlocal);
 }
 
+// newton off: the image exchange (one rank, ghost_comm device, atom IDs) with a model that groups senders by atom
 template <class DeviceType>
 bool PairBatmobileKokkos<DeviceType>::newton_off_ok() const
 {

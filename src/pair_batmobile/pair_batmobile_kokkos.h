@@ -75,6 +75,7 @@ class PairBatmobileKokkos : public PairBatmobile {
   const char *settings_usage() const override;
   const char *style_label() const override { return "batmobile/kk"; }
   bool has_device_keyword() const override { return false; }
+  bool runs_on_gpu() const override;
   std::string launch_settings() const override;
   void select_exchange(int nlocal, int nall);
   void check_closest(double closest_sq, bigint step);

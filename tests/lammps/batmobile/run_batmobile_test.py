@@ -76,7 +76,26 @@ def runs_on_gpu(env, kokkos=False, gpu=False):
     return bool(gpu or (kokkos and env.vars.get("BACKEND") == "cuda"))
 
 
-def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None):
+def pin_double_precision(script):
+    """The script with `precision double` after the batmobile style name of every pair_style line that names no
+    precision: on a GPU the styles' default is precision mixed, and the tests compare with float64 references."""
+    out = []
+    for line in script.splitlines():
+        words = line.split()
+        if words[:1] == ["pair_style"] and "precision" not in words:
+            for k, w in enumerate(words):
+                if w in ("batmobile", "batmobile/kk"):
+                    line = " ".join(words[:k + 1] + ["precision", "double"] + words[k + 1:])
+                    break
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, gpu=False, kokkos_pk=(), extra_env=None,
+            default_precision=False):
+    """default_precision: a GPU run keeps the styles' default precision (else it is pinned to double)."""
+    if (runs_on_gpu(env, kokkos, gpu) or "device cuda" in script) and not default_precision:
+        script = pin_double_precision(script)
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
@@ -169,13 +188,14 @@ def observe(env, **kw):
     gpu = kw.pop("gpu", False)
     kokkos_pk = kw.pop("kokkos_pk", ())
     exchanges = kw.pop("exchanges", False)  # batmobile/kk's exchange counts (compute pair; pair_batmobile_kokkos.h)
+    default_precision = kw.pop("default_precision", False)
     pre = f"plugin load {env.vars.get('PLUGIN', '')}\n" if plugin else ""
     obs = OBSERVE
     if exchanges:
         obs = obs.replace("thermo_style custom step pe c_sumpe", "compute bmx all pair batmobile\n"
                           "thermo_style custom step pe c_sumpe " + KK_COUNT_COLUMNS)
     _, log, tmp = run_lmp(env, pre + base_script(env, **kw) + obs, nranks=nranks, kokkos=kokkos,
-                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk)
+                          threads=threads, gpu=gpu, kokkos_pk=kokkos_pk, default_precision=default_precision)
     row = thermo_rows(log)[-1]
     d = dump_rows(os.path.join(tmp, "dump.txt"))
     return {
@@ -349,8 +369,9 @@ def test_mixed(env, variant):
     bundled water model (H = 32: the f16 path applies) on the 216-water box: energy, forces, virial and their per-atom
     values within 3e-3 of the largest value (f16 keeps 11 significant bits of the GEMM's operands: about 1e-4 is
     expected, a misplaced fragment gives errors of order one), single within 1e-4. On a GPU the launch line must name
-    "tensor cores f16"; on host back-ends mixed must warn and equal single bit for bit. variant: kk (host threads),
-    gpu (batmobile/kk on the GPU), device_cuda (pair_style batmobile device cuda)."""
+    "tensor cores f16"; on host back-ends mixed must warn and equal single bit for bit. Without the precision keyword
+    a GPU runs mixed (launch line; the same results as precision mixed) and a host double (bit for bit). variant: kk
+    (host threads), gpu (batmobile/kk on the GPU), device_cuda (pair_style batmobile device cuda)."""
     kw = dict(model=os.path.join(REPO, "potentials", "water_fast.pt"))
     if variant == "kk":
         if not env.has_style("batmobile/kk"):
@@ -386,6 +407,18 @@ def test_mixed(env, variant):
         same = all(np.array_equal(mixed[k], single[k]) for k in ("forces", "atomic_energies", "atomic_virial"))
         print(f"  host: warned {warned}, mixed equals single bit for bit: {same}")
         ok &= warned and same
+    # the default precision of this back-end: mixed on a GPU, double elsewhere
+    default = observe(env, default_precision=True, **kw)
+    expected = "mixed" if on_gpu else "double"
+    shown = [ln for ln in default["log"].splitlines() if ln.startswith(f"pair_style {style}: precision {expected},")]
+    print(f"  no precision keyword: launch line names precision {expected}: {len(shown) == 1}")
+    ok &= len(shown) == 1
+    if on_gpu:  # (LAMMPS's GPU neighbour lists order neighbours nondeterministically: not bit for bit)
+        worst = max(rel(default[k], mixed[k]) for k in ("energy", "forces", "atomic_energies", "atomic_virial"))
+        print(f"  default vs precision mixed: max rel diff {worst:.3e} (tol 1e-5)")
+        ok &= worst <= 1e-5
+    else:
+        ok &= same_results(env, "default vs precision double", default, want)
     if not ok:
         fail(f"precision mixed ({variant})")
     print("PASS")
