@@ -15,7 +15,8 @@ from the FMA / add / mul thread instructions, an FMA counting 2; tensor-core FLO
 instructions as executed, 2,048 per TF32 m16n8k8 and 4,096 per f16 m16n8k16: 3xTF32 runs three products per useful
 one), DRAM / L2 / L1 bytes, warp instructions, and the fractions of the H200's peaks over the kernel's own time: FP32
 CUDA cores (132 SMs x 128 lanes x 2 FLOP per cycle at the measured SM clock), tensor cores (dense TF32 495 / f16 989
-TFLOP/s at 1.83 GHz, scaled to the measured clock), HBM (4.8 TB/s), and the instruction issue slots (4 per SM and cycle).
+TFLOP/s at 1.83 GHz, scaled to the measured clock), HBM (4.8 TB/s), and the instruction issue slots (4 per SM and
+cycle).
 """
 import argparse
 import csv
@@ -99,7 +100,8 @@ def account(rows, tensor_kind):
                            + metric(r, "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum"))
         # only the fused kernels issue MMA instructions (the counter reads small non-zero values on copy kernels)
         if "InteractionKernel" in str(r.get("Kernel Name")):
-            hmma = metric(r, "sm__inst_executed_pipe_tensor_op_hmma.sum") or metric(r, "sm__inst_executed_pipe_tensor.sum")
+            hmma = (metric(r, "sm__inst_executed_pipe_tensor_op_hmma.sum")
+                    or metric(r, "sm__inst_executed_pipe_tensor.sum"))
             g["tensor_flop"] += hmma * (4096 if tensor_kind == "f16" else 2048)
         g["dram_bytes"] += metric(r, "dram__bytes_read.sum") + metric(r, "dram__bytes_write.sum")
         g["l2_bytes"] += metric(r, "lts__t_bytes.sum")

@@ -218,7 +218,8 @@ KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, co
 
 // Radial mode 4 (precision mixed): radial_mma with f16 operands (W2th: W2t^T rounded to f16 on the host; s and ds/dd
 // rounded per chain) and f32 accumulation, one m16n8k16 MMA per 16 hidden units. Each lane's B fragments of a chain
-// (H / 8 registers) stay in registers for all its tiles; same lanes, columns and stores as radial_mma.
+// (H / 8 registers) stay in registers for all its tiles; same lanes, columns and stores as radial_mma (their setup
+// is written out in both: shared through a helper struct, it made ptxas spill 32-96 B in the general layer's adjoints).
 template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
 KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

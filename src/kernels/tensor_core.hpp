@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace batmobile {
@@ -115,20 +116,28 @@ KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
 #endif
 }
 
-// Host: A(m, k) = W(k, m) in fragment order (see the top comment).
-template <class F>
-std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
-  if (rows % MmaTile::K != 0 || cols % MmaTile::M != 0)
-    throw std::invalid_argument("pack_a_fragments: rows must be a multiple of 8 and cols of 16");
-  const int KS = rows / MmaTile::K, tiles = cols / MmaTile::M;
-  std::vector<float> out(size_t(tiles) * KS * 32 * 4);
+// Host: the A operand of every (16-column tile, k step, lane, register) of a rows x cols GEMM in Tile's fragment
+// order, value(k, m) for A(m, k) = W(k, m) (pack_a_fragments, pack_a_fragments_f16).
+template <class Tile, class Out, class Value>
+std::vector<Out> pack_fragments(int rows, int cols, const char* name, const Value& value) {
+  if (rows % Tile::K != 0 || cols % Tile::M != 0)
+    throw std::invalid_argument(std::string(name) + ": rows must be a multiple of " + std::to_string(Tile::K) +
+                                " and cols of " + std::to_string(Tile::M));
+  const int KS = rows / Tile::K, tiles = cols / Tile::M;
+  std::vector<Out> out(size_t(tiles) * KS * 32 * 4);
   for (int tile = 0; tile < tiles; ++tile)
     for (int ks = 0; ks < KS; ++ks)
       for (int l = 0; l < 32; ++l)
         for (int r = 0; r < 4; ++r)
           out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
-              float(W(ks * MmaTile::K + MmaTile::a_col(l, r), tile * MmaTile::M + MmaTile::a_row(l, r)));
+              value(ks * Tile::K + Tile::a_col(l, r), tile * Tile::M + Tile::a_row(l, r));
   return out;
+}
+
+// Host: A(m, k) = W(k, m) in fragment order (see the top comment).
+template <class F>
+std::vector<float> pack_a_fragments(const F& W, int rows, int cols) {
+  return pack_fragments<MmaTile, float>(rows, cols, "pack_a_fragments", [&](int k, int m) { return float(W(k, m)); });
 }
 
 inline uint16_t f16_round_bits(float x) {
@@ -154,19 +163,9 @@ inline float f16_bits_float(uint16_t h) {
 // Host: A(m, k) = W(k, m) in m16n8k16 fragment order (see the top comment), two f16 per value.
 template <class F>
 std::vector<uint32_t> pack_a_fragments_f16(const F& W, int rows, int cols) {
-  if (rows % F16Tile::K != 0 || cols % F16Tile::M != 0)
-    throw std::invalid_argument("pack_a_fragments_f16: rows must be a multiple of 16 and cols of 16");
-  const int KS = rows / F16Tile::K, tiles = cols / F16Tile::M;
-  std::vector<uint32_t> out(size_t(tiles) * KS * 32 * 4);
-  for (int tile = 0; tile < tiles; ++tile)
-    for (int ks = 0; ks < KS; ++ks)
-      for (int l = 0; l < 32; ++l)
-        for (int r = 0; r < 4; ++r) {
-          const int k = ks * F16Tile::K + F16Tile::a_col(l, r), m = tile * F16Tile::M + F16Tile::a_row(l, r);
-          out[((size_t(tile) * KS + ks) * 32 + l) * 4 + r] =
-              uint32_t(f16_round_bits(float(W(k, m)))) | (uint32_t(f16_round_bits(float(W(k + 1, m)))) << 16);
-        }
-  return out;
+  return pack_fragments<F16Tile, uint32_t>(rows, cols, "pack_a_fragments_f16", [&](int k, int m) {
+    return uint32_t(f16_round_bits(float(W(k, m)))) | (uint32_t(f16_round_bits(float(W(k + 1, m)))) << 16);
+  });
 }
 
 // big: tf32_round_finite_bits (= cvt.rna for finite x; a NaN may become -0 there, but x - big stays NaN); small:
