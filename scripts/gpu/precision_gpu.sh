@@ -86,11 +86,11 @@ rdf)
     python3 tests/lammps/batmobile/run_batmobile_test.py --build "$LAMMPS_BUILD" --ref /tmp/bm_precision_ref mixed gpu \
       > "$OUT/test_mixed_gpu.log" 2>&1 &
   left=2  # one run at a time: processes sharing a GPU are time-sliced and each runs at a fraction of its speed
+  export BATMOBILE_DEVICE_NAME="NVIDIA H200"
   for prec in single mixed; do
     run=/tmp/bm_rdf_$prec
     wall=$(( (${BATMOBILE_CALL_LIMIT:-560} - 40 - ($(date +%s) - T0)) / left )); left=$((left - 1))
     args=(-var prec "$prec" -var newton off -var walltime "$wall" "${KK[@]}")
-    export BATMOBILE_DEVICE_NAME="NVIDIA H200"
     if grep -qs "^ *120000 " "$run"/log*.lammps; then
       continue
     elif [ -f "$run/log.lammps" ]; then  # from where the last call stopped (its final restart file, the newest)
@@ -106,7 +106,7 @@ rdf)
   for prec in single mixed; do
     run=/tmp/bm_rdf_$prec
     mkdir -p "$OUT/rdf_$prec" && cp -r "$run"/log*.lammps "$run"/rdf*.dat "$run"/results "$OUT/rdf_$prec/" 2>/dev/null
-    say "$prec: last step $(grep -h -E '^ +[0-9]+ ' "$run"/log*.lammps | tail -n1 | awk '{print $1}'); RDF $(tr -d '\n ' < "$run/results/summary.json" 2>/dev/null | head -c 400)"
+    say "$prec: last step $(grep -h -E '^ +[0-9]+ ' "$run"/log*.lammps | awk '{print $1}' | sort -n | tail -n1); RDF $(tr -d '\n ' < "$run/results/summary.json" 2>/dev/null | head -c 400)"
   done
   ;;
 roofline)
