@@ -82,8 +82,10 @@ md)
   rm -f "$OUT"/*/water216.restart.* "$OUT"/*/water216_final.restart
   ;;
 rdf)
-  python3 tests/lammps/batmobile/make_lammps_reference.py /tmp/bm_precision_ref > "$OUT/make_ref.log" 2>&1 &&
-    python3 tests/lammps/batmobile/run_batmobile_test.py --build "$LAMMPS_BUILD" --ref /tmp/bm_precision_ref mixed gpu \
+  REF=/tmp/bm_precision_ref  # (as in check: made once per machine)
+  { [ -f "$REF/model.pt" ] ||
+    python3 tests/lammps/batmobile/make_lammps_reference.py "$REF" > "$OUT/make_ref.log" 2>&1; } &&
+    python3 tests/lammps/batmobile/run_batmobile_test.py --build "$LAMMPS_BUILD" --ref "$REF" mixed gpu \
       > "$OUT/test_mixed_gpu.log" 2>&1 &
   left=2  # one run at a time: processes sharing a GPU are time-sliced and each runs at a fraction of its speed
   export BATMOBILE_DEVICE_NAME="NVIDIA H200"
