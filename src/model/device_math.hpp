@@ -72,19 +72,23 @@ KOKKOS_INLINE_FUNCTION void block_fma2(const T* wa, const T* wb, int ws, const T
   });
 }
 
-struct V6 {
-  double v[6];
-  KOKKOS_INLINE_FUNCTION V6() {
-    for (int a = 0; a < 6; ++a) v[a] = 0;
+// N doubles summed by a reduction: the virial (6), or the energy and the virial (7, the layout of Model::sums_).
+template <int N>
+struct DoubleSums {
+  double v[N];
+  KOKKOS_INLINE_FUNCTION DoubleSums() {
+    for (int a = 0; a < N; ++a) v[a] = 0;
   }
-  KOKKOS_INLINE_FUNCTION V6& operator+=(const V6& o) {
-    for (int a = 0; a < 6; ++a) v[a] += o.v[a];
+  KOKKOS_INLINE_FUNCTION DoubleSums& operator+=(const DoubleSums& o) {
+    for (int a = 0; a < N; ++a) v[a] += o.v[a];
     return *this;
   }
-  KOKKOS_INLINE_FUNCTION void operator+=(const volatile V6& o) volatile {
-    for (int a = 0; a < 6; ++a) v[a] += o.v[a];
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile DoubleSums& o) volatile {
+    for (int a = 0; a < N; ++a) v[a] += o.v[a];
   }
 };
+using V6 = DoubleSums<6>;
+using EnergyVirial = DoubleSums<7>;  // energy, then the virial in LAMMPS order xx yy zz xy xz yz
 
 }  // namespace model_detail
 }  // namespace batmobile

@@ -107,6 +107,8 @@ template <class ExecSpace>
 struct Step;  // model_step.hpp
 template <class T, class ExecSpace>
 struct LayerViews;  // model_step.hpp
+template <class T, class ExecSpace>
+struct ReadoutViews;  // model_forward_stages.hpp
 }  // namespace model_detail
 
 // Edge operations (message + attention and their adjoints): the fused kernels of src/kernels (one team per
@@ -159,7 +161,8 @@ class Model {
   void ensure_capacity(int n_local, int n_all, int n_edges);
   void build_sender_lists(const Step& step);
   model_detail::LayerViews<T, ExecSpace> layer_views(int t, bool use_rcache) const;
-  void forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange);
+  void forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange,
+                     const model_detail::ReadoutViews<T, ExecSpace>* readout);
   void adjoint_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange, FeatureView dh, FeatureView dh_in);
   void fold_forces(const Step& step, Results<ExecSpace>& out);
   void fetch_sums(Results<ExecSpace>& out) const;
@@ -189,6 +192,7 @@ class Model {
   Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace> obar_, edge_p_, edge_ds_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> edge_grad_;
   Kokkos::View<int*, ExecSpace> edge_receiver_, send_offsets_, send_edges_, send_fill_;
+  Kokkos::View<double*, ExecSpace> atom_energy_;  // each owned atom's energy (the readout's), n_local
   // device results of the energy (element 0) and virial (1..6) reductions, copied to the host when wanted
   Kokkos::View<double[7], ExecSpace> sums_;
   // per layer (n_edges, 2PC), reference backend

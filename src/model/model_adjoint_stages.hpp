@@ -119,11 +119,12 @@ void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
       });
 }
 
-// Forces (added to out.f where out.add_forces) and per-atom virials from the fused adjoints' accumulators, the virial
-// summed into virial_d. n_send >= 0: the senders were grouped.
+// Forces (added to out.f where out.add_forces) and per-atom virials from the fused adjoints' accumulators; the owned
+// atoms' energies (atom_energy) and the virial summed into sums_d. n_send >= 0: the senders were grouped.
 template <class T, class ExecSpace>
 void fold_fused_forces(const Step<ExecSpace>& step, const FusedState<T, ExecSpace>& fused_state, int n_send,
-                       Results<ExecSpace>& out, const VirialSum<ExecSpace>& virial_d) {
+                       const Kokkos::View<double*, ExecSpace>& atom_energy, Results<ExecSpace>& out,
+                       const EnergyVirialSum<ExecSpace>& sums_d) {
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = step.nl, na = step.na;
   auto f = out.f;
@@ -139,7 +140,8 @@ void fold_fused_forces(const Step<ExecSpace>& step, const FusedState<T, ExecSpac
   const bool add = out.add_forces;
   kernels::parallel_reduce_queued(
       "bm_fused_out", Policy(0, na),
-      KOKKOS_LAMBDA(int n, model_detail::V6& acc) {
+      KOKKOS_LAMBDA(int n, model_detail::EnergyVirial& acc) {
+        if (n < nl) acc.v[0] += atom_energy(n);
         if (n >= n_own) {
           if (!add)
             for (int a = 0; a < 3; ++a) f(n, a) = 0;
@@ -153,11 +155,11 @@ void fold_fused_forces(const Step<ExecSpace>& step, const FusedState<T, ExecSpac
         }
         for (int a = 0; a < 6; ++a) {
           const double v = fv(n, a) + fvs(n, a);
-          acc.v[a] += v;
+          acc.v[1 + a] += v;
           if (want_vatom) vatom(n, a) = v;
         }
       },
-      virial_d);
+      sums_d);
 }
 
 }  // namespace model_detail

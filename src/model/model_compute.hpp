@@ -1,6 +1,6 @@
 // Model::compute: one step of the model, stage by stage (docs/model.md): embedding, per layer the edge pass (fused
-// kernels or the reference backend) and the node update, the readout, per layer backwards the node adjoint and the
-// edge adjoint, the forces and virials.
+// kernels or the reference backend) and the node update (the last layer's with the readout), per layer backwards the
+// node adjoint and the edge adjoint, the forces and virials.
 #pragma once
 #include <algorithm>
 #include <stdexcept>
@@ -47,6 +47,8 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
   need(dm_, n_local, KC, "bm_dm");
   need(do_, n_local, KC, "bm_do");
   need(obar_, n_local, A, "bm_obar");
+  if (atom_energy_.extent(0) < static_cast<size_t>(n_local))
+    atom_energy_ = decltype(atom_energy_)("bm_atom_energy", grow(n_local));
   auto need1 = [&](auto& v, size_t n0, const char* name) {
     if (v.extent(0) < n0) v = std::decay_t<decltype(v)>(std::string(name), grow(n0));
   };
@@ -94,9 +96,11 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
                                                        model_detail::kNodeAtoms);
   step.node_blocks = (nl + step.block_atoms - 1) / step.block_atoms;
   step.gate_rows = std::max(1, data_.L * data_.C);
-  // (forward: m and o, activations, update, gates, RMS; adjoint: dE/dh, update, da, dz, gates, norm coefficients)
-  step.node_scratch =
-      sizeof(T) * model_detail::kNodeAtoms * (4 * data_.K * data_.C + step.gate_rows + kMaxL + 1) + 64;
+  // (forward: m and o or the readout's rows, activations, update, gates, RMS; adjoint: dE/dh, update, da, dz, gates,
+  // norm coefficients)
+  step.node_scratch = sizeof(T) * model_detail::kNodeAtoms *
+                          (model_detail::node_mo_rows(data_) + 2 * data_.K * data_.C + step.gate_rows + kMaxL + 1) +
+                      64;
   // Sender lists grouped by local atom and its periodic images where the exchange names them (fused backend only:
   // the reference adjoint takes each edge's sender row as it is)
   if (step.fused && options_.group_senders && exchange && na > nl) {
@@ -149,7 +153,8 @@ model_detail::LayerViews<T, ExecSpace> Model<T, ExecSpace>::layer_views(int t, b
 }
 
 template <class T, class ExecSpace>
-void Model<T, ExecSpace>::forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange) {
+void Model<T, ExecSpace>::forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange,
+                                        const model_detail::ReadoutViews<T, ExecSpace>* readout) {
   const auto layer = layer_views(t, step.use_rcache);
   if (step.fused)
     fused_forward_layer(t, step);
@@ -157,7 +162,7 @@ void Model<T, ExecSpace>::forward_layer(int t, const Step& step, GhostExchange<T
     model_detail::reference_forward_layer(data_, step, layer);
   // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::update_lmax)
   const int lmax = step.fused ? fused_->update_lmax(t, data_.T_layers, data_.L) : data_.L;
-  model_detail::node_forward(data_, step, layer, h_[t + 1], lmax);
+  model_detail::node_forward(data_, step, layer, h_[t + 1], lmax, readout);
   // Ghost features of the last layer's output are never read (the readout is per local atom), so the
   // exchange after it is skipped. Every rank takes the same branch: the LAMMPS exchange is collective.
   if (exchange && t + 1 < data_.T_layers) exchange->forward(h_[t + 1]);
@@ -199,13 +204,16 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fold_forces(const Step& step, Results<ExecSpace>& out) {
   if (out.f.extent(0) < static_cast<size_t>(step.na))
     throw std::runtime_error("Batmobile model: force view smaller than n_all");
-  const model_detail::VirialSum<ExecSpace> virial_d(reinterpret_cast<model_detail::V6*>(sums_.data() + 1));
   if (step.fused) {
-    model_detail::fold_fused_forces(step, *fused_, n_send_, out, virial_d);
+    const model_detail::EnergyVirialSum<ExecSpace> sums_d(reinterpret_cast<model_detail::EnergyVirial*>(sums_.data()));
+    model_detail::fold_fused_forces(step, *fused_, n_send_, atom_energy_, out, sums_d);
     // (no fence: the caller's kernels run after these on the same instance, and a host copy of f waits for them)
     fetch_sums(out);
     return;
   }
+  using EnergySum = Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  model_detail::sum_atom_energies(step, atom_energy_, EnergySum(sums_.data()));
+  const model_detail::VirialSum<ExecSpace> virial_d(reinterpret_cast<model_detail::V6*>(sums_.data() + 1));
   model_detail::reference_forces_and_virial(step, edge_grad_, out, virial_d);
   fetch_sums(out);
   model_detail::reference_atom_virial(step, edge_grad_, out);
@@ -216,19 +224,19 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
                                   Results<ExecSpace>& out) {
   const Step step = begin_step(graph, exchange);
-  model_detail::embed_atoms(data_, step, h_[0], step.fused ? fused_.get() : nullptr);
-  for (int t = 0; t < data_.T_layers; ++t) forward_layer(t, step, exchange);
-
-  // The readout and its adjoint; reductions into device memory: the host waits for them only where
-  // out.want_energy / want_virial ask (LAMMPS needs energy and virial on thermo steps only).
+  // The readout runs inside the last layer's node forward; its energy and the virial are reduced into device memory
+  // by the force fold, and the host waits for them only where out.want_energy / want_virial ask (LAMMPS needs energy
+  // and virial on thermo steps only).
   if (sums_.data() == nullptr) sums_ = decltype(sums_)("bm_sums");
-  const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> energy_d(sums_.data());
   out.energy = 0;
   for (int a = 0; a < 6; ++a) out.virial[a] = 0;
-  const bool want_eatom = out.eatom.extent(0) >= static_cast<size_t>(step.nl) && step.nl > 0;
-  FeatureView dh = dh_;        // adjoint w.r.t. the output of the current layer
+  FeatureView dh = dh_;          // adjoint w.r.t. the output of the current layer
   FeatureView dh_in = dh_prev_;  // adjoint w.r.t. its input; the two swap roles after each layer
-  model_detail::readout(data_, step, h_[data_.T_layers], dh, out.eatom, want_eatom, energy_d);
+  model_detail::ReadoutViews<T, ExecSpace> readout{dh, atom_energy_, out.eatom, false};
+  readout.want_eatom = out.eatom.extent(0) >= static_cast<size_t>(step.nl) && step.nl > 0;
+  model_detail::embed_atoms(data_, step, h_[0], step.fused ? fused_.get() : nullptr);
+  for (int t = 0; t < data_.T_layers; ++t)
+    forward_layer(t, step, exchange, t + 1 == data_.T_layers ? &readout : nullptr);
 
   if (graph.senders_in_range) build_sender_lists(step);
   if (!step.fused) Kokkos::deep_copy(edge_grad_, 0.0);

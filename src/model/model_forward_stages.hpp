@@ -1,5 +1,5 @@
-// The forward stages of Model::compute that both edge backends share: the embedding, each layer's node update, the
-// readout (with its adjoint, the seed of the backward pass).
+// The forward stages of Model::compute that both edge backends share: the embedding, each layer's node update and,
+// inside the last layer's, the readout (with its adjoint, the seed of the backward pass).
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -59,26 +59,83 @@ void embed_atoms(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, 
       });
 }
 
+// What the readout writes (block_readout): dE/dh of the last layer's output, each owned atom's energy, and eatom where
+// want_eatom.
+template <class T, class ExecSpace>
+struct ReadoutViews {
+  Rows<T, ExecSpace> dh;
+  Kokkos::View<double*, ExecSpace> atom_energy, eatom;
+  bool want_eatom = false;
+};
+
+// The readout of a node block's atoms, inside the last layer's node forward once that layer's output hT is in team
+// scratch ([channel][atom], padding atoms finite): per atom its energy into ro.atom_energy (and ro.eatom where wanted;
+// the force fold's reduction sums them) and dE/dh into ro.dh, whole rows (only l = 0 is non-zero, so that dh needs no
+// zero fill). work: 2 Hr rows of team scratch. One launch and one reduction fewer than a kernel of its own.
+template <class T, class ExecSpace, class TeamMember, class Species>
+KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelData<T, ExecSpace>& md,
+                                          const Species& species, const ReadoutViews<T, ExecSpace>& ro, int i0,
+                                          int block_fill, const T* hT, T* work) {
+  constexpr int NA = kNodeAtoms;
+  const int C = md.C, KC = md.K * C, Hr = md.Hr;
+  T* er = work;              // (Hr, NA): w2_r silu(pre_r)
+  T* dpre = work + Hr * NA;  // (Hr, NA): dE/d(pre_r)
+  const T* w = md.w.data();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Hr), [&](int r) {
+    T pre[NA];
+    for (int a = 0; a < NA; ++a) pre[a] = w[md.o_rb1 + r];
+    block_fma(w + md.o_rW1t + r, Hr, hT, C, pre);  // (readout.W1 transposed, (C, Hr))
+    const T w2 = w[md.o_rw2 + r];
+    for (int a = 0; a < NA; ++a) {
+      er[r * NA + a] = w2 * silu(pre[a]);
+      dpre[r * NA + a] = md.energy_scale * w2 * silu_grad(pre[a]);
+    }
+  });
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill * (KC - C)), [&](int n) {
+    ro.dh(i0 + n / (KC - C), C + n % (KC - C)) = T(0);
+  });
+  team.team_barrier();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
+    T acc[NA];
+    for (int a = 0; a < NA; ++a) acc[a] = 0;
+    block_fma(w + md.o_rW1 + c, C, dpre, Hr, acc);  // (readout.W1, (Hr, C))
+    for (int a = 0; a < block_fill; ++a) ro.dh(i0 + a, c) = species(i0 + a) >= 0 ? acc[a] : T(0);
+  });
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill), [&](int a) {
+    const int s = species(i0 + a);
+    T e = 0;
+    for (int r = 0; r < Hr; ++r) e += er[r * NA + a];
+    const double Ei = s < 0 ? 0.0 : double(md.energy_scale) * double(w[md.o_rb2] + e) + md.E_ref(s);
+    ro.atom_energy(i0 + a) = Ei;
+    if (ro.want_eatom) ro.eatom(i0 + a) = Ei;
+  });
+}
+
 // Node update of layer t for the owned atoms, into h_next: a team per block of atoms (Step::block_atoms), threads
 // over (component, channel) items, stages separated by team barriers (gates before gated activations, activations
 // before the update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose
 // m, o, activations and updates live in team scratch ([feature][atom], block_row), instead of once per atom, each
-// with the latency of its own load. Lt: the highest degree it computes (FusedState::update_lmax).
+// with the latency of its own load. Lt: the highest degree it computes (FusedState::update_lmax). readout (the last
+// layer's call; else null): the readout of the block's atoms follows in the same kernel (block_readout).
 template <class T, class ExecSpace>
 void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
-                  const Rows<T, ExecSpace>& h_next, int Lt) {
+                  const Rows<T, ExecSpace>& h_next, int Lt, const ReadoutViews<T, ExecSpace>* readout) {
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const int nl = step.nl, block_atoms = step.block_atoms, C = md.C, L = md.L, KC = md.K * C, gate_rows = step.gate_rows;
-  const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C, weights = layer.weights;
+  const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C, weights = layer.weights, mo_rows = node_mo_rows(md);
   const size_t node_scratch = step.node_scratch;
   auto h = layer.h, hn = h_next, mv = layer.m, ov = layer.o, zv = layer.z, h_update = layer.hp, gate_pre = layer.gate,
        rms_norm = layer.rms;
+  auto species = step.graph.species;
+  const bool with_readout = readout != nullptr;
+  const ReadoutViews<T, ExecSpace> ro = with_readout ? *readout : ReadoutViews<T, ExecSpace>{};
   kernels::parallel_for_queued(
       "bm_layer_node_forward", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
         const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
         constexpr int NA = kNodeAtoms;
-        T* mo = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (2 KC, NA)
-        T* act = mo + 2 * KC * NA;                                                             // (KC, NA)
+        // (mo: m and o rows, later the readout's work rows; act: the activations, later the readout's input)
+        T* mo = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (mo_rows, NA)
+        T* act = mo + mo_rows * NA;                                                            // (KC, NA)
         T* hps = act + KC * NA;                                                                // (KC, NA)
         T* gs = hps + KC * NA;                                                                 // (L C, NA)
         T* rs = gs + gate_rows * NA;                                                                 // (L + 1, NA)
@@ -145,60 +202,24 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill * KCt), [&](int n) {
           const int a = n / KCt, x_ = n % KCt, l = degree_of(x_ / C);
-          hn(i0 + a, x_) = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
+          const T v = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
+          hn(i0 + a, x_) = v;
+          if (with_readout && x_ < C) act[x_ * NA + a] = v;
         });
+        if (!with_readout) return;
+        team.team_barrier();
+        block_readout(team, md, species, ro, i0, block_fill, act, mo);
       });
 }
 
-// The readout of the owned atoms' last-layer features hT: energies (summed into energy, per atom into eatom where
-// want_eatom) and dE/dh into dh, whole rows.
-template <class T, class ExecSpace>
-void readout(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const Rows<T, ExecSpace>& hT,
-             const Rows<T, ExecSpace>& dh,
-             const Kokkos::View<double*, ExecSpace>& eatom, bool want_eatom,
-             const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>& energy_d) {
-  using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using ScratchT = Kokkos::View<T*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  const int nl = step.nl, warp_team = step.warp_team, C = md.C, KC = md.K * C;
-  auto species = step.graph.species;
-  // a team per atom (a warp on GPUs): threads over the Hr hidden units, then over the C channels of dE/dh
+// The energy of the owned atoms, summed from block_readout's atom energies (reference backend: the fused backend sums
+// them in its force fold).
+template <class ExecSpace>
+void sum_atom_energies(const Step<ExecSpace>& step, const Kokkos::View<double*, ExecSpace>& atom_energy,
+                       const Kokkos::View<double, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>& energy_d) {
   kernels::parallel_reduce_queued(
-      "bm_readout",
-      Kokkos::TeamPolicy<ExecSpace>(nl, warp_team).set_scratch_size(0, Kokkos::PerTeam(ScratchT::shmem_size(md.Hr))),
-      KOKKOS_LAMBDA(const TeamMember& team, double& esum) {
-        const int i = team.league_rank();
-        const int s = species(i);
-        // dE/dh of the readout: whole rows (only l = 0 is non-zero), so that dh needs no zero fill
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C, KC), [&](int x_) { dh(i, x_) = T(0); });
-        if (s < 0) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { dh(i, c) = T(0); });
-          if (want_eatom && team.team_rank() == 0) eatom(i) = 0;
-          return;
-        }
-        ScratchT dpre(team.team_scratch(0), md.Hr);  // dE/d(hidden pre-activation)
-        T e = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, md.Hr),
-            [&](int r, T& acc) {
-              T a = md.w(md.o_rb1 + r);
-              for (int c = 0; c < C; ++c) a += md.w(md.o_rW1t + c * md.Hr + r) * hT(i, c);
-              acc += md.w(md.o_rw2 + r) * silu(a);
-              dpre(r) = md.energy_scale * md.w(md.o_rw2 + r) * silu_grad(a);
-            },
-            e);
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-          T acc = 0;
-          for (int r = 0; r < md.Hr; ++r) acc += md.w(md.o_rW1 + r * C + c) * dpre(r);
-          dh(i, c) = acc;
-        });
-        if (team.team_rank() == 0) {  // one contribution per atom
-          const double Ei = double(md.energy_scale) * double(md.w(md.o_rb2) + e) + md.E_ref(s);
-          if (want_eatom) eatom(i) = Ei;
-          esum += Ei;
-        }
-      },
-      energy_d);
+      "bm_energy_sum", Kokkos::RangePolicy<ExecSpace>(0, step.nl),
+      KOKKOS_LAMBDA(int i, double& e) { e += atom_energy(i); }, energy_d);
 }
 
 }  // namespace model_detail

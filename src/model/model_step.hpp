@@ -17,6 +17,8 @@ template <class ExecSpace>
 using EdgeVectors = Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace>;  // per edge, e.g. dE/dr_ij
 template <class ExecSpace>
 using VirialSum = Kokkos::View<V6, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;  // a reduction's result
+template <class ExecSpace>
+using EnergyVirialSum = Kokkos::View<EnergyVirial, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 template <class ExecSpace>
 struct Step {
@@ -39,6 +41,13 @@ struct Step {
     return Kokkos::TeamPolicy<ExecSpace>(node_blocks, node_team).set_scratch_size(0, Kokkos::PerTeam(node_scratch));
   }
 };
+
+// Rows of the node forward's first team-scratch region (of kNodeAtoms values each): the block's m and o (2 KC), later
+// the readout's work rows (2 Hr, block_readout).
+template <class T, class ExecSpace>
+KOKKOS_INLINE_FUNCTION int node_mo_rows(const ModelData<T, ExecSpace>& md) {
+  return md.K * md.C > md.Hr ? 2 * md.K * md.C : 2 * md.Hr;
+}
 
 // Layer t's saved activations (written by the forward, read by the adjoint) and its weights' offset in ModelData::w.
 template <class T, class ExecSpace>
