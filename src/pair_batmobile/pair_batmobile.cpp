@@ -111,6 +111,7 @@ void PairBatmobile::allocate()
 
 void PairBatmobile::settings(int narg, char **arg)
 {
+  reset_settings();
   int iarg = 0;
   int precision = -1;  // 0 double, 1 single, 2 mixed; -1: not given
   while (iarg < narg) {
@@ -140,6 +141,13 @@ void PairBatmobile::settings(int narg, char **arg)
   if (precision < 0) precision = runs_on_gpu() ? 2 : 0;
   single_precision = precision >= 1;
   mixed_precision = precision == 2;
+}
+
+void PairBatmobile::reset_settings()
+{
+  kernels_choice = -1;
+  device_cuda = false;
+  committee->reset_settings();
 }
 
 int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::string> &values)

@@ -103,6 +103,9 @@ class PairBatmobile : public Pair {
   // pair_style keywords of a derived style: how many words of arg[0..narg) it took (0: not one of its keywords),
   // and the usage line for unknown keywords.
   virtual int settings_keyword(int /*narg*/, char ** /*arg*/) { return 0; }
+  // Every keyword back to its default: settings() starts with it, so that a later pair_style command that omits a
+  // keyword does not keep an earlier command's value (LAMMPS re-uses the style object for the same style name).
+  virtual void reset_settings();
   virtual const char *settings_usage() const;
   // The keyword arg[0] with value arg[1]: its index in `values`; a LAMMPS error if missing or not one of them.
   int keyword_choice(int narg, char **arg, const std::vector<std::string> &values);

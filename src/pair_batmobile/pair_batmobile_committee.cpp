@@ -36,6 +36,16 @@ int BatmobileCommittee::settings_keyword(int narg, char **arg, const char *style
   return 2;
 }
 
+void BatmobileCommittee::reset_settings()
+{
+  out_freq_ = 100;
+  if (out_file_ != "model_devi.out" && fp_) {
+    fclose(fp_);
+    fp_ = nullptr;
+  }
+  out_file_ = "model_devi.out";
+}
+
 std::string BatmobileCommittee::settings_line() const
 {
   if (!active()) return "";

@@ -23,6 +23,7 @@ class BatmobileCommittee : protected Pointers {
 
   // pair_style keywords out_freq N / out_file FILE: words taken from arg[0..narg) (0: not one of them)
   int settings_keyword(int narg, char **arg, const char *style);
+  void reset_settings();  // out_freq and out_file back to their defaults
   // the member files (after the first model) of pair_coeff; empty: no committee
   void set_members(const std::vector<std::string> &paths) { member_paths_ = paths; }
   const std::vector<std::string> &member_paths() const { return member_paths_; }

@@ -276,6 +276,16 @@ int PairBatmobileKokkos<DeviceType>::settings_keyword(int narg, char **arg)
 }
 
 template <class DeviceType>
+void PairBatmobileKokkos<DeviceType>::reset_settings()
+{
+  PairBatmobile::reset_settings();
+  ghost_comm_lammps = false;
+  distance_check = DistanceCheck::kAuto;
+  mpi_buffers_host = false;
+  graph_team_choice = 0;
+}
+
+template <class DeviceType>
 const char *PairBatmobileKokkos<DeviceType>::settings_usage() const
 {
   return "pair_style batmobile/kk [precision double|single|mixed] [kernels fused|reference] [ghost_comm device|lammps] "

@@ -72,6 +72,7 @@ class PairBatmobileKokkos : public PairBatmobile {
   void build_members(const std::vector<batmobile::ModelFile> &files) override;
   bool newton_off_ok() const override;
   int settings_keyword(int narg, char **arg) override;
+  void reset_settings() override;
   const char *settings_usage() const override;
   const char *style_label() const override { return "batmobile/kk"; }
   bool has_device_keyword() const override { return false; }

@@ -628,6 +628,15 @@ def test_keywords(env):
                                  distance_check="deferred", mpi_buffers="host", graph_team="2"))
     got = observe(env, precision="single", kernels="reference")
     ok &= check_launch_line(got["log"], "batmobile", True, False, dict(precision="single", kernels="reference"))
+    # a second pair_style command without keywords: all of them back to their defaults (LAMMPS re-uses the style
+    # object and calls its settings() again), the fused kernels in use again
+    for kk in (False, True):
+        first = base_script(env, precision="single", kernels="reference",
+                            keywords="ghost_comm lammps distance_check deferred graph_team 2" if kk else "device cpu")
+        again = first + f"pair_style batmobile\npair_coeff * * {os.path.join(env.ref, 'model.pt')} O H\nrun 0\n"
+        _, log, _ = run_lmp(env, again, kokkos=kk, threads=1)
+        ok &= check_launch_line(log, "batmobile/kk" if kk else "batmobile", False, gpu and kk,
+                                default_settings(env, kk, gpu and kk))
     if not ok:
         fail("a batmobile/kk keyword changed the results or is not echoed")
     print("PASS")
