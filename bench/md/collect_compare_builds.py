@@ -71,13 +71,14 @@ def main(argv=None):
     p.add_argument("--new", required=True)
     p.add_argument("--machine", required=True)
     p.add_argument("--command", required=True)
+    p.add_argument("--precision", default="single", help="the timed runs' pair_style precision")
     p.add_argument("--rtol", type=float, default=1e-10, help="largest relative difference of the run-0 values")
     a = p.parse_args(argv)
     with open(a.raw) as f:
         cases = summarise(parse(f), a.rtol)
     doc = {"provenance": {"commit": a.new, "machine": a.machine, "command": a.command}, "compared_with": a.old,
-           "settings": "bench/md/in.md_bench, batmobile/kk, newton off, one rank; timed runs: fp32 kernels, builds "
-                       "alternating; check: run 0 with fp64 kernels (step temp pe etotal press)", "rtol": a.rtol,
+           "settings": "bench/md/in.md_bench, batmobile/kk, newton off, one rank; timed runs: precision "
+                       f"{a.precision}, builds alternating; check: run 0 with fp64 kernels (step temp pe etotal press)", "rtol": a.rtol,
            "cases": cases}
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)

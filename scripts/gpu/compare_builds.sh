@@ -2,7 +2,8 @@
 # Same-machine comparison of two source trees on the GPU machine (repo root, .carry/ carried): builds LAMMPS +
 # KOKKOS(CUDA) with the Batmobile styles for both trees, checks that both give the same energy and pressure (`run 0`
 # with fp64 kernels at every case size: MD trajectories themselves diverge between any two runs), then times the MD
-# benchmark (bench/md/in.md_bench, fp32 kernels, newton off on one rank) with the two builds alternating, run by run.
+# benchmark (bench/md/in.md_bench, precision BATMOBILE_COMPARE_PRECISION (default mixed, the GPU default), newton off
+# on one rank) with the two builds alternating, run by run.
 # Used to show that a change keeps behaviour and speed.
 #   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR   builds both (OLD_TREE and this checkout) in parallel; the
 #                                                         builds run in their own process session, so a build that
@@ -59,6 +60,7 @@ done
 LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
 LMP_NEW=$(grep '^LMP=' "$STATE/new.env" | cut -d= -f2-)
 CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"}
+PREC=${BATMOBILE_COMPARE_PRECISION:-mixed}
 DATA=$NEW/examples/lammps_inputs/water216/water216_start.lmp
 export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
@@ -69,7 +71,7 @@ md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION
 }
 run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run
   local log="$OUT/md_$1_$4_r$9.log" sps
-  md "$log" "$3" "$2" "$5" "$6" "$7" "$8" 5 single
+  md "$log" "$3" "$2" "$5" "$6" "$7" "$8" 5 "$PREC"
   sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
   echo "$1 $4 $9 ${sps:-nan}" | tee -a "$RAW"
 }
@@ -97,4 +99,5 @@ for c in $CASES; do
 done
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
   --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --command "BATMOBILE_COMPARE_CASES='$CASES' scripts/gpu/compare_builds.sh bench $2 OUTDIR"
+  --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --precision "$PREC" \
+  --command "BATMOBILE_COMPARE_CASES='$CASES' BATMOBILE_COMPARE_PRECISION=$PREC scripts/gpu/compare_builds.sh bench $2 OUTDIR"
