@@ -74,10 +74,17 @@ def summarize(group):
 
 
 def source_commit(root):
-    """Short commit of the checkout at root (BATMOBILE_COMMIT overrides: a device copy may lack .git), else
-    'unknown'."""
+    """Short commit of the checkout at root: BATMOBILE_COMMIT, else root/.commit (a device copy's .git may not be
+    the code that runs), else git's HEAD, else 'unknown'."""
     if os.environ.get("BATMOBILE_COMMIT"):
         return os.environ["BATMOBILE_COMMIT"]
+    try:
+        with open(os.path.join(root, ".commit")) as f:
+            commit = f.read().strip()
+        if commit:
+            return commit
+    except OSError:
+        pass
     try:
         out = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              timeout=10)

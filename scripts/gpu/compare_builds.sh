@@ -98,6 +98,6 @@ for c in $CASES; do
   done
 done
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
-  --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(cat "$NEW/.commit" 2>/dev/null || git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --precision "$PREC" \
   --command "BATMOBILE_COMPARE_CASES='$CASES' BATMOBILE_COMPARE_PRECISION=$PREC scripts/gpu/compare_builds.sh bench $2 OUTDIR"
