@@ -75,16 +75,21 @@ run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run
   sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
   echo "$1 $4 $9 ${sps:-nan}" | tee -a "$RAW"
 }
-check_one() {  # check_one NAME TREE LMP ATOMS RX RY RZ: `run 0` in fp64, the thermo line (step temp pe etotal press)
-  local log="$OUT/check_$1_$4.log" thermo
-  md "$log" "$3" "$2" "$5" "$6" "$7" 0 0 double
+check_one() {  # check_one NAME TREE LMP ATOMS RX RY RZ PRECISION: `run 0`, the thermo line (step temp pe etotal press)
+  local log="$OUT/check_$1_$4_$8.log" thermo
+  md "$log" "$3" "$2" "$5" "$6" "$7" 0 0 "$8"
   thermo=$(awk '/^ *Step /{t=1; next} /^Loop time/{t=0} t && NF==5 {line=$0} END{print line}' "$log" | tr -s ' ')
-  echo "check $1 $4 |$thermo" | tee -a "$RAW"
+  if [ "$8" = double ]; then echo "check $1 $4 |$thermo" | tee -a "$RAW"
+  else echo "check_$8 $1 $4 |$thermo" | tee -a "$OUT/compare_checks_$8.txt"; fi
 }
+# fp64 (the two builds must agree to the printed digits: collect_compare_builds.py checks it) and, for the record,
+# the timed precision (rounding differs between builds that compile the kernels differently)
 for c in $CASES; do
   IFS=: read -r n rx ry rz ns reps <<<"$c"
-  check_one old "$OLD" "$LMP_OLD" "$n" "$rx" "$ry" "$rz"
-  check_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz"
+  for prec in double $([ "$PREC" = double ] || echo "$PREC"); do
+    check_one old "$OLD" "$LMP_OLD" "$n" "$rx" "$ry" "$rz" "$prec"
+    check_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz" "$prec"
+  done
 done
 for c in $CASES; do
   IFS=: read -r n rx ry rz ns reps <<<"$c"

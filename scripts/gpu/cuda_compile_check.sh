@@ -6,8 +6,9 @@
 #      a device view). As C++14, against a Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only,
 #      ~2 s once): the CUDA LAMMPS build compiles its sources so (a C++17 check passes std::optional, which that build
 #      rejects);
-#   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float and _double, model_device_float; ~3 min on
-#      2 cores)
+#   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float_bundled, the kernels MD runs for the bundled
+#      potentials, fused_layer_l2_float and _double, model_device_float; ~3 min each on 2 cores;
+#      BATMOBILE_CHECK_OBJECTS="NAME ..." to pick)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
 #   scripts/gpu/cuda_compile_check.sh [--kernels]
@@ -40,7 +41,7 @@ log "pair style for CUDA (C++14)"
   -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
 log "pair style: ok"
 if [ "${1:-}" = --kernels ]; then
-  objs=(fused_layer_l2_float fused_layer_l2_double model_device_float)
+  objs=(${BATMOBILE_CHECK_OBJECTS:-fused_layer_l2_float_bundled fused_layer_l2_float fused_layer_l2_double model_device_float})
   for o in "${objs[@]}"; do
     rm -f "$B/src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o"  # (compiled again for ptxas's report)
     NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -no-compress" ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |
@@ -52,6 +53,10 @@ if [ "${1:-}" = --kernels ]; then
              match(name, /ELi[0-9]+ELb1ELi[0-9]+ELi[0-9]+E/); lr = substr(name, RSTART, RLENGTH)
              print t, kind, "(L, ATTN, DKM, ROLE: " lr "):", regs, "registers,", spill }' | sort | uniq
   done
-  echo "static SASS instructions of the fused kernels that MD launches:"
-  python3 scripts/gpu/cubin_sizes.py "$B/src/model/CMakeFiles/batmobile_model.dir/fused_layer_l2_float.cpp.o"
+  for o in fused_layer_l2_float_bundled fused_layer_l2_float; do
+    f=$B/src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o
+    [ -f "$f" ] || continue
+    echo "static SASS instructions of the fused kernels that MD launches ($o):"
+    python3 scripts/gpu/cubin_sizes.py "$f"
+  done
 fi

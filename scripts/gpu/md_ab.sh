@@ -77,7 +77,7 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
     --kernel-name-base demangled -k "regex:$BATMOBILE_MD_NCU" -s "${BATMOBILE_MD_NCU_LAUNCH_SKIP:-12}" \
     -c "${BATMOBILE_MD_NCU_COUNT:-6}" "${NCU_SAVE[@]}" "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench \
     -log none -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-    -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec single > "$OUT/ncu_$n.txt" 2>&1 ||
+    -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps 2 -var nwarm 0 -var prec mixed > "$OUT/ncu_$n.txt" 2>&1 ||
     say "ncu failed or timed out (ncu_$n.txt)"
   if [ -n "${BATMOBILE_MD_NCU_SOURCE:-}" ] && [ -f "$OUT/ncu_$n.ncu-rep" ]; then
     # BATMOBILE_MD_NCU_SOURCE=1: keep the report and export its details and its source pages (per CUDA source line

@@ -28,16 +28,18 @@ struct ContractWithDw {
 // dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
 // Mode 1 reads the radial outputs from team scratch path by path (RadialColumn); mode 0 computes them into
 // registers (EdgeRadial).
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_adjoint(
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint(
     int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T* gr, T* ghj, T* gs_out) const {
   if constexpr (Ch::team_radial) {
-    using Col = RadialColumn<T, decltype(ch.w)>;
+    using Col = RadialColumn<T>;
     const int C = prm.C;
-    const int tw = ch.wrow(t);
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{ch.w, tw, 0, C, c}, Col{ch.w, tw, P, C, c},
-                                Col{ch.dw, tw, 0, C, c}, Col{ch.dw, tw, P, C, c}, gr, ghj, gs_out);
+    // rows of NW C values (a compile-time stride with compile-time C)
+    const T* w = ch.w.data() + ch.wrow(t) * (NW * C) + c;
+    const T* dw = ch.dw.data() + ch.wrow(t) * (NW * C) + c;
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{w, C}, Col{w + P * C, C}, Col{dw, C}, Col{dw + P * C, C},
+                                gr, ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
@@ -47,9 +49,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ed
 }
 
 // edge_adjoint given the radial outputs w, wv (weights, attention values) and their d/dd.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch, class W, class DW>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_adjoint_radial(
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint_radial(
     int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, const W& w, const W& wv, const DW& dw,
     const DW& dwv, T* gr, T* ghj, T* gs_out) const {
   T Y[K], hj[K], gmi[K], goi[K];
@@ -92,9 +94,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ed
 
 // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
 // (A = double, or T for the per-thread partials of the GPU path, see adjoint_team).
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch, class A>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::adjoint_edge(int atom, int c, int a,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_edge(int atom, int c, int a,
                                                                                           const Ch& ch, int t,
                                                                                           A* acc, T* ghj) const {
   const int other = ch.other(t);
@@ -109,15 +111,16 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ad
   tally_virial(acc, r, gr);
   if constexpr (ATTN && FEATURE_GRAD) {
     const T sdk = T(1) / sqrt(T(prm.dk));
+    const T* other_key = SENDER ? key_row(q, i, a) : key_row(k, j, a);
     for (int x = 0; x < DKM; ++x)
-      if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? q(i, a * prm.dk + x) : k(j, a * prm.dk + x)));
+      if (x < prm.dk) acc[9 + x] += A(gs * sdk * other_key[x]);
   }
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
 // per-atom results.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::team_finish(const member& team,
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_finish(const member& team,
                                                                                          const scratch& part, int n,
                                                                                          bool sender) const {
   team.team_barrier();
@@ -141,9 +144,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::te
 }
 
 // The adjoint of one atom: of receiver `atom` (RecvAdj) or of sender `atom` (SendAdj).
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::adjoint_team(const member& team) const {
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_team(const member& team) const {
   const int atom = team.league_rank();
   const int C = prm.C, chead = C / prm.A;
   const int ts = team.team_size(), tr = team.team_rank();
@@ -209,15 +212,15 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ad
   team_finish(team, part_of(ch, S), atom, SENDER);
 }
 
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::operator()(RecvAdjT<TEAM_RADIAL>,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(RecvAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
   adjoint_team<false, TEAM_RADIAL>(team);
 }
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::operator()(SendAdjT<TEAM_RADIAL>,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(SendAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
   adjoint_team<true, TEAM_RADIAL>(team);
 }

@@ -11,16 +11,31 @@ namespace kernels {
 
 // Hidden units per prepare-pass item (LayerParams::prepare_span = 0) for nf edges, HH hidden units and ts threads:
 // the smallest divisor of HH whose nf HH / span items fit one round of the team (HH if none does), so that the
-// edge's basis is formed as few times as keeps all threads busy in one round.
+// edge's basis is formed as few times as keeps all threads busy in one round. The items fit for span >= nf HH / ts,
+// so the search starts there (it runs once per prepare pass and team; from 1, its divisions were ~10 % of the
+// forward's instructions).
 KOKKOS_INLINE_FUNCTION int auto_prepare_span(int HH, int nf, int ts) {
-  int span = 1;
-  while (span < HH && (HH % span != 0 || nf * (HH / span) > ts)) ++span;
+  int span = (nf * HH + ts - 1) / ts;
+  if (span < 1) span = 1;
+  while (span < HH && HH % span != 0) ++span;
+  return span < HH ? span : HH;
+}
+// The same for a compile-time HH (FixedDims): the divisors are constants, the search a few compares.
+template <int HH>
+KOKKOS_INLINE_FUNCTION int auto_prepare_span_fixed(int nf, int ts) {
+  const int lo = (nf * HH + ts - 1) / ts;
+  int span = HH;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int s = HH - 1; s >= 1; --s)
+    if (HH % s == 0 && s >= lo) span = s;
   return span;
 }
 
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::make_chunk(const member& team,
+KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::make_chunk(const member& team,
                                                                                         bool adjoint, int S) const
     -> Chunk<TEAM_RADIAL> {
   const int C = prm.C, H = prm.H;
@@ -50,17 +65,17 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ma
 }
 
 // End-of-atom arrays, made where they are used (views held across the edge loop would cost registers).
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::scratch
-InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::part_of(const Chunk<TEAM_RADIAL>& ch, int S) const {
+KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::scratch
+InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_of(const Chunk<TEAM_RADIAL>& ch, int S) const {
   const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
   return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
 }
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ST2
-InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const {
+KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::ST2
+InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const {
   const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
   return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
 }
@@ -69,9 +84,9 @@ InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::buf_of(const Chunk<TEAM_RADIAL
 // `left` edges remain, n = min(left, basis_edges)): geometry, hidden layer and, with attention, the per-(edge, head)
 // terms (edge_head_terms; GRAD: the adjoint's). Mode 1: rows n..nf-1 (nf = n rounded up to the GEMM block) are
 // zero non-edges. Ends with a barrier.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, bool GRAD, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::prepare_basis(const member& team,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::prepare_basis(const member& team,
                                                                                            const Ch& ch, int atom,
                                                                                            int start,
                                                                                            int left) const {
@@ -91,6 +106,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::pr
   const int ts = team.team_size();
   const int span = runs_on_host<exec> && ts == 1                             ? HH
                    : prm.prepare_span > 0 && HH % prm.prepare_span == 0 ? prm.prepare_span
+                   : Dims::fixed && HH == Dims::H                         ? auto_prepare_span_fixed<Dims::H>(nf, ts)
                                                                           : auto_prepare_span(HH, nf, ts);
   const int groups = HH / span;
   auto hidden = [&](int hh, int t) -> T& { return Ch::team_radial ? ch.s(hh, t) : ch.s(t, hh); };
@@ -157,12 +173,13 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::pr
 //   logit s = q_i . k_j / sqrt(dk) + Wg_a . B(d), envelope u(d);
 //   forward (!GRAD): lg = s + log u, the online softmax's argument (kMaskedLogit where u <= 0: weight 0);
 //   adjoint (GRAD):  lg = p = exp(s + log u - M_ia) / Z_ia (0 where u <= 0), dlg = d(s + log u)/dd (0 there).
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool GRAD, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_head_terms(
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_head_terms(
     const Ch& ch, int t, int i, int j, int a, T d, const T* B, const T* dB) const {
   T s = T(0);
-  for (int e = 0; e < prm.dk; ++e) s += q(i, a * prm.dk + e) * k(j, a * prm.dk + e);
+  const T *qi = key_row(q, i, a), *kj = key_row(k, j, a);
+  for (int e = 0; e < prm.dk; ++e) s += qi[e] * kj[e];
   s /= sqrt(T(prm.dk));
   T dg = T(0);
   for (int n = 0; n < kMaxNB; ++n)  // compile-time bound: B and dB stay in registers
@@ -185,9 +202,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ed
 
 // Radial chunk [first, first + cnt) of a prepared basis chunk: mode 1 has the team compute its radial outputs into
 // w (and dw) between barriers; mode 0 (one radial chunk per basis chunk, radial_edges = basis_edges) does nothing.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool GRAD, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::radial_outputs(const member& team,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::radial_outputs(const member& team,
                                                                                             const Ch& ch, int first,
                                                                                             int cnt) const {
   if constexpr (Ch::team_radial) {
@@ -211,18 +228,19 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::ra
 
 // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results (forward only: the adjoint
 // reads them in place, see edge_adjoint), mode 0 computes them.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool GRAD, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::edge_radial(const Ch& ch, int c, int t,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_radial(const Ch& ch, int c, int t,
                                                                                          T d,
                                                                                          EdgeRadial<T, P>& R) const {
   if constexpr (Ch::team_radial) {
     static_assert(!GRAD, "mode-1 adjoints read the radial outputs through RadialColumn");
     R.u = envelope(d, prm.r_c, &R.du);
     const int C = prm.C;
+    const T* w = ch.w.data() + ch.wrow(t) * (NW * C) + c;  // (rows of NW C values, as in edge_adjoint)
     for (int p = 0; p < P; ++p) {
-      R.w[p] = ch.w(ch.wrow(t), p * C + c);
-      R.wv[p] = ATTN ? ch.w(ch.wrow(t), (P + p) * C + c) : T(0);
+      R.w[p] = w[p * C];
+      R.wv[p] = ATTN ? w[(P + p) * C] : T(0);
       R.dw[p] = R.dwv[p] = T(0);
     }
   } else {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "cuda_cache.hpp"
@@ -100,10 +101,21 @@ void launch_kernel(const char* name, const Kern& kern, const Pol& pol, const typ
   }
 }
 
+// Rejects a feature view that is not (rows, K, C): the kernels index its rows with K C values each (components).
+template <class V>
+void check_feature_view(const V& v, int K, int C, const char* name) {
+  if (v.data() != nullptr && (int(v.extent(1)) != K || int(v.extent(2)) != C || int(v.stride(1)) != C ||
+                              size_t(v.stride(0)) != size_t(K) * C))
+    throw std::invalid_argument(std::string("batmobile: feature view ") + name + " is not (rows, K, C) contiguous");
+}
+
 // The inputs that the forward and the adjoint kernels of a layer share.
 template <class Kern, class GraphT, class Params, class Features, class Outputs, class Work>
 void bind_layer(Kern& kern, const GraphT& g, const Params& prm, const Features& h, const Outputs& o,
                 const Work& work) {
+  constexpr int K = Kern::K;
+  check_feature_view(h, K, prm.C, "h");
+  check_feature_view(o, K, prm.C, "o");
   kern.g = g;
   kern.prm = prm;
   kern.h = h;
@@ -115,15 +127,17 @@ void bind_layer(Kern& kern, const GraphT& g, const Params& prm, const Features& 
 }
 
 // Forward of one layer: m (and, if ATTN, o, saving M and Z in work). ROLE: the layer role's kernels
-// (InteractionKernel; prm from make_layer_params with the same role); team_size: see interaction_launch.hpp.
-template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+// (InteractionKernel; prm from make_layer_params with the same role); Dims: the kernels' dimensions (prm must match
+// FixedDims: dims_match); team_size: see interaction_launch.hpp.
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims>
 void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                          const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& m,
                          const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o, InteractionWork<T, Device>& work,
                          int team_size = 0) {
   using exec = typename Device::execution_space;
-  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE, Dims>;
+  check_dims<Dims>(prm);
   const bool qk_given = work.qk_given;
   work.qk_given = false;
   if (work.resize(g.n_recv, g.n_total, prm.A, prm.dk) && qk_given)
@@ -145,7 +159,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
 
 // Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not for an embedding
 // input) gh.
-template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims>
 void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                           const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
                           const Kokkos::View<T***, Kokkos::LayoutRight, Device>& o,
@@ -156,9 +170,12 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
                           const Kokkos::View<double**, Kokkos::LayoutRight, Device>& vatom,
                           InteractionWork<T, Device>& work, int team_size = 0) {
   using exec = typename Device::execution_space;
-  with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& kern) {
+  check_dims<Dims>(prm);
+  with_adjoint_kernel<T, Device, L, ATTN, ROLE, Dims>(prm, [&](auto& kern) {
     using Kern = std::decay_t<decltype(kern)>;
     bind_layer(kern, g, prm, h, o, work);
+    check_feature_view(gm, Kern::K, prm.C, "gm");
+    check_feature_view(go, Kern::K, prm.C, "go");
     kern.gm = gm;
     kern.go = go;
     kern.gh = gh;

@@ -8,9 +8,9 @@
 namespace batmobile {
 namespace kernels {
 
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::operator()(ForwardT<TEAM_RADIAL>,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(ForwardT<TEAM_RADIAL>,
                                                                                         const member& team) const {
   const int i = team.league_rank();
   const int C = prm.C, chead = C / prm.A;
@@ -89,9 +89,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::op
 
 // One chunk edge t of channel c (head a) into the running sums accm (message) and, with attention, acco and the
 // softmax state run_max, run_z.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::forward_edge(int i, int c, int a,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::forward_edge(int i, int c, int a,
                                                                                           const Ch& ch, int t,
                                                                                           T* accm, T* acco,
                                                                                           T& run_max,
@@ -127,8 +127,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::fo
 
 // Slot 0 of channel c absorbs the partials of slots 1..S-1 (in this order): m adds; softmax states rescale to
 // the common max. A slot that met no edge with u > 0 has run_z = 0, acco = 0 and gets weight exactly 0.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::merge_forward(
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::merge_forward(
     const member& team, const ST2& buf, int S, int c, int sl, T* accm, T* acco, T& run_max, T& run_z) const {
   const T st[2] = {run_max, run_z};
   park(buf, prm.C, c, sl, 0, accm, K);
@@ -161,8 +161,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::me
 }
 
 // m_i, o_i of channel c and (its head's first channel) the softmax state M, Z.
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE>::forward_write(
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::forward_write(
     int i, int c, int a, int chead, const T* accm, const T* acco, T run_max, T run_z) const {
   for (int kk = 0; kk < K; ++kk) m(i, kk, c) = prm.inv_avg * accm[kk];
   if constexpr (ATTN) {

@@ -4,7 +4,8 @@
 // interaction_forward.hpp and interaction_adjoint.hpp.
 //
 // Template parameters: T (float or double), Device, L (feature degree), ATTN (on-the-fly attention), DKM (key width
-// bound of the adjoints' register partials: kSmallDk or kMaxDk), ROLE (layer role bits, common.hpp).
+// bound of the adjoints' register partials: kSmallDk or kMaxDk), ROLE (layer role bits, common.hpp), Dims (C, H, NB,
+// A, dk read from LayerParams, RuntimeDims, or compiled in, FixedDims: interaction_params.hpp).
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -23,12 +24,6 @@ namespace kernels {
 // lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
 inline constexpr float kMaskedLogit = -3e38f;
 
-// Components (a, 0..K-1, c) of an (n, K, C) view as tp.hpp's Strided (a row pointer and an int stride): the view's
-// 64-bit index arithmetic per component cost several instructions per load in the fused kernels.
-template <class V>
-KOKKOS_INLINE_FUNCTION Strided<typename V::non_const_value_type> components(const V& v, int a, int c) {
-  return {&v(a, 0, c), int(v.stride(1))};
-}
 
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).
@@ -36,7 +31,7 @@ KOKKOS_INLINE_FUNCTION constexpr int edge_split(int ts, int C) { return ts >= C 
 // The automatic GPU edge split before the scratch and team-size limits (gpu_launch): 128-thread teams.
 KOKKOS_INLINE_FUNCTION constexpr int auto_edge_split(int C) { return 128 / C > 1 ? 128 / C : 1; }
 
-template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, int ROLE = kGeneralLayer>
+template <class T, class Device, int L, bool ATTN, int DKM = kMaxDk, int ROLE = kGeneralLayer, class Dims = RuntimeDims>
 struct InteractionKernel {
   static_assert(DKM >= 1 && DKM <= kMaxDk, "DKM: key width bound of the adjoint kernels");
   static_assert(ROLE >= 0 && ROLE <= (kEmbeddingInput | kScalarOutput), "ROLE: layer role bits (common.hpp)");
@@ -53,6 +48,8 @@ struct InteractionKernel {
   static constexpr bool FEATURE_GRAD = !(ROLE & kEmbeddingInput);
   static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;  // per-channel partials reduced per team: force, virial, dq/dk
   static constexpr int dkm = DKM;
+  static_assert(!Dims::fixed || Dims::dk <= DKM, "Dims: key width within the adjoints' bound");
+  using dims = Dims;
   using scalar = T;
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
   static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
@@ -152,7 +149,7 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
 
   Graph<T, Device> g;
-  LayerParams<T, Device> prm;
+  ShapedParams<T, Device, Dims> prm;  // (with FixedDims, prm.C, prm.H, ... are compile-time constants)
   CV3 h;
   V3 m, o;     // forward outputs (o is read by the adjoint)
   V2 M, Z;     // saved softmax statistics
@@ -201,6 +198,19 @@ struct InteractionKernel {
   template <class Ch>
   KOKKOS_INLINE_FUNCTION static int basis_row(const Ch& ch, int begin, int start) {
     return (start - begin) % ch.basis_edges;
+  }
+
+  // Components (a, 0..K-1, c) of an (n, K, C) feature view (LayoutRight, unpadded: the drivers check the extents) as
+  // tp.hpp's Strided: a row pointer and an int stride instead of the view's 64-bit index arithmetic per component,
+  // and constant offsets with compile-time C.
+  template <class V>
+  KOKKOS_INLINE_FUNCTION Strided<typename V::non_const_value_type> components(const V& v, int a, int c) const {
+    return {v.data() + size_t(a) * (K * prm.C) + c, prm.C};
+  }
+
+  // Head a's dk key components of atom n in q or k ((rows, A dk) LayoutRight: InteractionWork::resize makes them so).
+  KOKKOS_INLINE_FUNCTION const T* key_row(const V2& v, int n, int a) const {
+    return v.data() + size_t(n) * (prm.A * prm.dk) + a * prm.dk;
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {

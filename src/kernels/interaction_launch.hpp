@@ -262,10 +262,26 @@ void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
   f(atom_team_policy<TagT<false>>(kern, n, adjoint, team_size));
 }
 
+// Rejects layer parameters whose dimensions differ from the compiled-in ones of kernels of dimensions Dims.
+template <class Dims, class T, class Device>
+void check_dims(const LayerParams<T, Device>& prm) {
+  if (!dims_match<Dims>(prm))
+    throw std::invalid_argument("batmobile: layer parameters (C " + std::to_string(prm.C) + ", H " +
+                                std::to_string(prm.H) + ", NB " + std::to_string(prm.NB) + ", A " +
+                                std::to_string(prm.A) + ", dk " + std::to_string(prm.dk) +
+                                ") for kernels compiled for other dimensions");
+}
+
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
-template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class F>
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims, class F>
 void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
-  if (prm.dk <= kSmallDk) {
+  if constexpr (Dims::fixed && Dims::dk <= kSmallDk) {
+    InteractionKernel<T, Device, L, ATTN, kSmallDk, ROLE, Dims> kern;
+    f(kern);
+  } else if constexpr (Dims::fixed) {
+    InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE, Dims> kern;
+    f(kern);
+  } else if (prm.dk <= kSmallDk) {
     InteractionKernel<T, Device, L, ATTN, kSmallDk, ROLE> kern;
     f(kern);
   } else {
@@ -283,6 +299,7 @@ struct InteractionLaunch {
   bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
+  bool fixed_dims = false;                    // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
 };
 
@@ -302,18 +319,20 @@ void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& b
 // interaction_forward / interaction_backward.
 // The forward launched with team size argument team_fwd, the adjoints with team_adj, for n atoms (teams: the
 // wave-aware split depends on them).
-template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer>
+template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims>
 InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team_fwd, int team_adj, int n) {
-  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE>;
+  using Kern = InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE, Dims>;
+  check_dims<Dims>(prm);
   Kern kern;
   kern.prm = prm;
   InteractionLaunch r;
+  r.fixed_dims = Dims::fixed;
   with_atom_policy<Kern::template ForwardT>(kern, n, false, team_fwd, [&](const auto& pol) {
     note_launch(kern, pol, r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd, r.table_fwd, r.capped_fwd);
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
                                     Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
-  with_adjoint_kernel<T, Device, L, ATTN, ROLE>(prm, [&](auto& adj) {
+  with_adjoint_kernel<T, Device, L, ATTN, ROLE, Dims>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
     with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, [&](const auto& pol) {

@@ -99,6 +99,48 @@ struct LayerParams {
   int concurrent_adjoints = 1;
 };
 
+// Dimensions of a fused kernel (InteractionKernel's Dims): RuntimeDims reads C, H, NB, A and dk from LayerParams;
+// FixedDims compiles them in, so that the loops over them unroll without guards and their index arithmetic folds into
+// constant offsets (fewer instructions per edge: the kernels are bound by instruction issue, docs/performance.md).
+struct RuntimeDims {
+  static constexpr bool fixed = false;
+  static constexpr int C = 0, H = 0, NB = 0, A = 0, dk = 0;  // (not used: the kernels read LayerParams)
+};
+template <int C_, int H_, int NB_, int A_, int DK_>
+struct FixedDims {
+  static_assert(C_ > 0 && H_ > 0 && NB_ > 0 && NB_ <= kMaxNB && A_ > 0 && A_ <= kMaxHeads && C_ % A_ == 0 &&
+                    DK_ > 0 && DK_ <= kMaxDk,
+                "FixedDims: sizes within the kernels' bounds");
+  static constexpr bool fixed = true;
+  static constexpr int C = C_, H = H_, NB = NB_, A = A_, dk = DK_;
+};
+// The dimensions of the bundled potentials (docs/model.md defaults), compiled in for feature degree kBundledL.
+using BundledDims = FixedDims<32, 32, 8, 4, 8>;
+inline constexpr int kBundledL = 2;
+
+// LayerParams as a kernel of dimensions Dims sees them: with FixedDims its static members C, H, NB, A and dk hide
+// LayerParams' run-time fields, so that the kernels' `prm.C` is a compile-time constant (dims_match checks the
+// values before such a kernel runs).
+template <class T, class Device, class Dims = RuntimeDims>
+struct ShapedParams : LayerParams<T, Device> {
+  ShapedParams() = default;
+  KOKKOS_INLINE_FUNCTION ShapedParams(const LayerParams<T, Device>& p) : LayerParams<T, Device>(p) {}
+};
+template <class T, class Device, int C_, int H_, int NB_, int A_, int DK_>
+struct ShapedParams<T, Device, FixedDims<C_, H_, NB_, A_, DK_>> : LayerParams<T, Device> {
+  static constexpr int C = C_, H = H_, NB = NB_, A = A_, dk = DK_;
+  ShapedParams() = default;
+  KOKKOS_INLINE_FUNCTION ShapedParams(const LayerParams<T, Device>& p) : LayerParams<T, Device>(p) {}
+};
+
+// Whether kernels of dimensions Dims may run layer parameters prm.
+template <class Dims, class T, class Device>
+bool dims_match(const LayerParams<T, Device>& prm) {
+  if constexpr (Dims::fixed)
+    return prm.C == Dims::C && prm.H == Dims::H && prm.NB == Dims::NB && prm.A == Dims::A && prm.dk == Dims::dk;
+  return true;
+}
+
 // The rows of radial.W2 (2 P C, H; model-file shape) that a layer of role `role` uses (those of its paths,
 // LayerPaths), weights then values, in the same (path, channel) order.
 template <int L>

@@ -31,12 +31,12 @@ struct EdgeRadial {
 };
 
 // Radial mode 1: channel c's radial outputs of chunk edge t, read from the team's scratch where they are used
-// ([p] -> out(t, (first + p) C + c)) instead of being copied into registers first.
-template <class T, class Out>
+// ([p] -> out(t, (first + p) C + c), from col = &out(t, first C + c)) instead of being copied into registers first.
+template <class T>
 struct RadialColumn {
-  Out out;
-  int t, first, C, c;
-  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return out(t, (first + p) * C + c); }
+  const T* col;
+  int C;
+  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return col[p * C]; }
 };
 
 // w = u(d) * W2 . s, with s = silu(W1 . B(d) + b1) precomputed per edge (shared by the team) and
@@ -231,7 +231,8 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
     const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
     const bool dw_lane = GRAD && c0 >= 4;
     const uint4* frag = reinterpret_cast<const uint4*>(prm.W2th.data());
-    const int bstride = ch.s.stride(0), ostride = int(ch.w.stride(0));
+    // (w and dw are (radial_edges, NW C): a row stride known at compile time with compile-time C)
+    const int bstride = ch.s.stride(0), ostride = NW * prm.C;
     float* const out = GRAD && dw_lane ? ch.dw.data() : ch.w.data();
     for (int t0 = 0; t0 < nf; t0 += EG) {
       const int eb = t0 + (GRAD ? n % 4 : n);
@@ -247,6 +248,7 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
       float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
       for (int x = 0; x < 2; ++x)
         if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
+      // (with compile-time H the k loop has no guards: interaction_params.hpp, FixedDims)
       for (int tile = warp; tile < tiles; tile += warps) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll

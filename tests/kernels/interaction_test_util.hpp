@@ -23,9 +23,9 @@ struct System {
   std::vector<double> h;          // (n_total, K, C)
 };
 
-inline Model make_model(int L, std::mt19937& rng, int dk = 3, int H = 6) {
+inline Model make_model(int L, std::mt19937& rng, int dk = 3, int H = 6, int C = 8, int NB = 5, int A = 2) {
   std::normal_distribution<double> g(0, 1);
-  Model M{L, 8, 5, H, 2, dk, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
+  Model M{L, C, NB, H, A, dk, 3.0, 4.0, {}, {}, {}, {}, {}, {}};
   const int P = num_paths(L, false);
   auto fill = [&](std::vector<double>& v, size_t n, double s) {
     v.resize(n);
@@ -208,6 +208,9 @@ struct Launch {
   int role = kGeneralLayer;
   int forward_team = -1;  // the forward kernel's team size where >= 0 (ModelOptions::forward_team), else team_size
   bool qk_given = false;  // InteractionWork::qk_given set before the forward (on fresh work arrays: an error)
+  // the kernels with kernels::BundledDims compiled in (L = kBundledL only; the model must have those dimensions, else
+  // the drivers throw)
+  bool bundled_dims = false;
   Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
       : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
   std::string str() const {
@@ -216,7 +219,8 @@ struct Launch {
            std::to_string(fwd_blocks) + " basis " +
            std::to_string(basis_chunk) + " span " + std::to_string(prepare_span) + " const_slots " + std::to_string(const_slots) + " send_acc " +
            std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
-           std::to_string(role) + " forward_team " + std::to_string(forward_team);
+           std::to_string(role) + " forward_team " + std::to_string(forward_team) + " bundled_dims " +
+           std::to_string(bundled_dims);
   }
 };
 
@@ -237,6 +241,17 @@ void with_role(int role, F&& f) {
     f(std::integral_constant<int, kScalarOutput>());
   else
     f(std::integral_constant<int, kGeneralLayer>());
+}
+
+// Calls f(dims) with BundledDims where asked for (feature degree kBundledL only), else with RuntimeDims.
+template <int L, class F>
+void with_dims(bool bundled, F&& f) {
+  if constexpr (L == kBundledL) {
+    if (bundled) return f(BundledDims{});
+  } else {
+    if (bundled) throw std::logic_error("BundledDims kernels are compiled for L = kBundledL only");
+  }
+  f(RuntimeDims{});
 }
 
 template <class T, int L>
@@ -273,8 +288,10 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   InteractionWork<T, Dev> work;
   work.qk_given = ln.qk_given;
   with_role(ln.role, [&](auto role) {
-    interaction_forward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.m, out.o, work,
-                                                                ln.forward_team >= 0 ? ln.forward_team : team_size);
+    with_dims<L>(ln.bundled_dims, [&](auto dims) {
+      interaction_forward<T, Dev, L, true, decltype(role)::value, decltype(dims)>(
+          g, prm, hv, out.m, out.o, work, ln.forward_team >= 0 ? ln.forward_team : team_size);
+    });
   });
   out.M = work.M;
   out.Z = work.Z;
@@ -289,8 +306,10 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
       work.vatom_send = decltype(out.f)("vatom_send", S.n_total, 6);
     }
     with_role(ln.role, [&](auto role) {
-      interaction_backward<T, Dev, L, true, decltype(role)::value>(g, prm, hv, out.o, gmv, gov, out.gh, out.f,
-                                                                   out.vatom, work, team_size);
+      with_dims<L>(ln.bundled_dims, [&](auto dims) {
+        interaction_backward<T, Dev, L, true, decltype(role)::value, decltype(dims)>(
+            g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
+      });
     });
     if (ln.send_accumulators) {  // keep the parts, then sum them as the model does
       out.f_send = decltype(out.f)("f_send_copy", S.n_total, 3);
@@ -492,6 +511,15 @@ std::pair<double, double> max_diff(const V& a, const V& b) {
 }
 
 // Two kernel runs give bit for bit the same softmax state M, Z, m, o, dE/dh, forces and per-atom virial.
+// |a - b| within tol of the largest |a| (1 at least); with nonzero, a must not be all zero (a comparison of zeros
+// would show nothing).
+template <class V>
+void expect_close_views(const V& a, const V& b, double tol, const char* what, bool nonzero = true) {
+  const auto d = max_diff(a, b);
+  if (nonzero) EXPECT_GT(d.second, 0.0) << what;
+  EXPECT_LE(d.first, tol * std::max(1.0, d.second)) << what;
+}
+
 template <class T>
 void expect_bitwise_equal(const KernelRun<T>& a, const KernelRun<T>& b) {
   EXPECT_EQ(max_diff(a.M, b.M).first, 0.0);  // the forward's saved softmax state

@@ -192,6 +192,19 @@ TEST(Interaction, PrepareSpan) {
   EXPECT_EQ(auto_prepare_span(12, 10, 32), 4);  // 12 / 3 = 4 items per edge would need 40 threads
   EXPECT_EQ(auto_prepare_span(16, 90, 32), 16);
   EXPECT_EQ(auto_prepare_span(1, 90, 32), 1);
+  // ... against the definition, searched from span 1 (and, H = 32, the compile-time version)
+  auto by_definition = [](int HH, int nf, int ts) {
+    int span = 1;
+    while (span < HH && (HH % span != 0 || nf * (HH / span) > ts)) ++span;
+    return span;
+  };
+  for (int ts : {1, 32, 64, 96, 128, 256})
+    for (int nf = 1; nf <= kMaxBasisChunk; ++nf) {
+      for (int HH : {1, 6, 12, 16, 32, 40, 48, 64})
+        EXPECT_EQ(auto_prepare_span(HH, nf, ts), by_definition(HH, nf, ts)) << HH << " " << nf << " " << ts;
+      EXPECT_EQ(auto_prepare_span_fixed<32>(nf, ts), by_definition(32, nf, ts)) << nf << " " << ts;
+      EXPECT_EQ(auto_prepare_span_fixed<40>(nf, ts), by_definition(40, nf, ts)) << nf << " " << ts;
+    }
   Launch bad(4 * C, 2, 4);
   bad.prepare_span = 3;  // does not divide H = 16
   EXPECT_THROW((run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, bad)), std::invalid_argument);

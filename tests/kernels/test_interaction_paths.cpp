@@ -349,11 +349,7 @@ void expect_same_layer(const Model& M, const System& S, const Expected& E, Launc
   SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + ln.str());
   const auto a = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, gen);
   const auto b = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
-  auto expect_close = [&](const auto& x, const auto& y, const char* what) {
-    const auto d = max_diff(x, y);
-    EXPECT_GT(d.second, 0.0) << what;
-    EXPECT_LE(d.first, tol * std::max(1.0, d.second)) << what;
-  };
+  auto expect_close = [&](const auto& x, const auto& y, const char* what) { expect_close_views(x, y, tol, what); };
   // m, o: all components, or those of l = 0 for a scalar output (the general kernels fill the others)
   auto expect_close_outputs = [&](const auto& x, const auto& y, const char* what) {
     if (!(ln.role & kScalarOutput)) return expect_close(x, y, what);
@@ -424,4 +420,63 @@ TEST(Interaction, LayerRoles) {
     // key width above kSmallDk: the adjoints with DKM = kMaxDk
     check_layer_role<2>(role, 305 + role, {launches.front(), launches.back()}, 12);
   }
+}
+
+// The kernels with the bundled potentials' dimensions compiled in (BundledDims: C, H, NB, A, dk constants, L =
+// kBundledL) against the same kernels reading them from LayerParams: every role, float and double, radial modes 0
+// and 1 (2 and 4, tensor cores, on CUDA), one thread per team and, given 32 OpenMP threads (CTest), teams of C,
+// within rounding (compile-time sizes may let the compiler contract multiply-adds differently); the general role also
+// against the independent reference and finite differences (check_against). The BundledDims drivers refuse parameters
+// of other dimensions.
+template <class T, int L>
+void expect_same_as_runtime_dims(const Model& M, const System& S, const Expected& E, Launch ln, double tol) {
+  Launch fixed = ln;
+  fixed.bundled_dims = true;
+  SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float " : "double ") + fixed.str());
+  const auto a = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
+  const auto b = run_kernels<T, L>(M, S, S.x, S.h, E.gm, E.go, true, fixed);
+  expect_close_views(a.m, b.m, tol, "m");
+  expect_close_views(a.o, b.o, tol, "o");
+  expect_close_views(a.M, b.M, tol, "M");
+  expect_close_views(a.Z, b.Z, tol, "Z");
+  expect_close_views(a.f, b.f, tol, "f");
+  expect_close_views(a.vatom, b.vatom, tol, "vatom");
+  expect_close_views(a.gh, b.gh, tol, "gh", !(ln.role & kEmbeddingInput));
+}
+
+TEST(Interaction, BundledDims) {
+  using D = BundledDims;
+  constexpr int L = kBundledL;
+  std::mt19937 rng(97);
+  const Model M = make_model(L, rng, D::dk, D::H, D::C, D::NB, D::A);
+  const System S = make_system(L, D::C, rng, 4, 8, 4.0);
+  std::vector<Launch> launches = {{1, 0, 0}, {1, 1, 0}};
+  if (team_size_max() >= D::C)
+    for (int mode : {0, 1, 2, 4}) launches.push_back(Launch{D::C, mode, 0});
+  const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
+  for (int role : {kGeneralLayer, kEmbeddingInput, kScalarOutput}) {
+    const System Sr = role & kEmbeddingInput ? embedding_features(S, L, D::C) : S;
+    Expected E;
+    if (role == kGeneralLayer)
+      E = expected(M, Sr, rng);
+    else
+      random_upstream(E, Sr, L, D::C, rng, role & kScalarOutput);
+    for (Launch ln : launches) {
+      ln.role = role;
+      // (radial mode 4 rounds W2 and the hidden layer to f16 alike in both)
+      expect_same_as_runtime_dims<double, L>(M, Sr, E, ln, 1e-13);
+      expect_same_as_runtime_dims<float, L>(M, Sr, E, ln, tcs && ln.radial_mode >= 2 ? 1e-4 : 2e-6);
+      if (role == kGeneralLayer) {
+        Launch fixed = ln;
+        fixed.bundled_dims = true;
+        check_against<L>(M, Sr, E, fixed);
+      }
+    }
+  }
+  // parameters of other dimensions (the default test model: C = 8, NB = 5, A = 2) through the BundledDims drivers
+  const Model other = make_model(L, rng);
+  const System So = make_system(L, other.C, rng);
+  Launch fixed;
+  fixed.bundled_dims = true;
+  EXPECT_THROW((run_kernels<float, L>(other, So, So.x, So.h, {}, {}, false, fixed)), std::invalid_argument);
 }
