@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Speed/accuracy front: validation force RMSE against MD steps/s at 648 and 10,368 atoms, ours and e3nn's.
 
-  bench/accuracy/accuracy_front.py --ours water_fast potentials/water_fast.json bench/results/md_h200.json \
+  bench/accuracy/accuracy_front.py --ours water_fast potentials/water_fast.json bench/results/md_h200_fp32.json \
       --e3nn bench/results/e3nn_water.json --commit HASH --machine "NVIDIA H200" \
       --out-json bench/results/accuracy_front.json --out-png bench/results/accuracy_front.png
 

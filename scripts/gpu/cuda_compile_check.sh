@@ -7,11 +7,11 @@
 #      ~2 s once): the CUDA LAMMPS build compiles its sources so (a C++17 check passes std::optional, which that build
 #      rejects);
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float_bundled, the kernels MD runs for the bundled
-#      potentials, fused_layer_l2_float and _double, model_device_float; ~3 min each on 2 cores;
-#      BATMOBILE_CHECK_OBJECTS="NAME ..." to pick)
+#      potentials, fused_layer_l2_float and _double, model_device_float; ~3 min each on 2 cores; or the objects named
+#      after --kernels)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
-#   scripts/gpu/cuda_compile_check.sh [--kernels]
+#   scripts/gpu/cuda_compile_check.sh [--kernels [OBJECT ...]]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 source "$HERE/common.sh"
@@ -41,7 +41,9 @@ log "pair style for CUDA (C++14)"
   -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
 log "pair style: ok"
 if [ "${1:-}" = --kernels ]; then
-  objs=(${BATMOBILE_CHECK_OBJECTS:-fused_layer_l2_float_bundled fused_layer_l2_float fused_layer_l2_double model_device_float})
+  shift
+  objs=("$@")
+  [ ${#objs[@]} -gt 0 ] || objs=(fused_layer_l2_float_bundled fused_layer_l2_float fused_layer_l2_double model_device_float)
   for o in "${objs[@]}"; do
     rm -f "$B/src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o"  # (compiled again for ptxas's report)
     NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -no-compress" ninja -C "$B" "src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o" 2>&1 |

@@ -38,8 +38,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     // rows of NW C values (a compile-time stride with compile-time C)
     const T* w = ch.w.data() + ch.wrow(t) * (NW * C) + c;
     const T* dw = ch.dw.data() + ch.wrow(t) * (NW * C) + c;
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{w, C}, Col{w + P * C, C}, Col{dw, C}, Col{dw + P * C, C},
-                                gr, ghj, gs_out);
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C}, Col{dw, P, C}, gr,
+                                ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
@@ -111,9 +111,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   tally_virial(acc, r, gr);
   if constexpr (ATTN && FEATURE_GRAD) {
     const T sdk = T(1) / sqrt(T(prm.dk));
-    const T* other_key = SENDER ? key_row(q, i, a) : key_row(k, j, a);
     for (int x = 0; x < DKM; ++x)
-      if (x < prm.dk) acc[9 + x] += A(gs * sdk * other_key[x]);
+      if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
   }
 }
 

@@ -178,8 +178,7 @@ template <bool GRAD, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_head_terms(
     const Ch& ch, int t, int i, int j, int a, T d, const T* B, const T* dB) const {
   T s = T(0);
-  const T *qi = key_row(q, i, a), *kj = key_row(k, j, a);
-  for (int e = 0; e < prm.dk; ++e) s += qi[e] * kj[e];
+  for (int e = 0; e < prm.dk; ++e) s += key(q, i, a, e) * key(k, j, a, e);
   s /= sqrt(T(prm.dk));
   T dg = T(0);
   for (int n = 0; n < kMaxNB; ++n)  // compile-time bound: B and dB stay in registers

@@ -203,14 +203,22 @@ struct InteractionKernel {
   // Components (a, 0..K-1, c) of an (n, K, C) feature view (LayoutRight, unpadded: the drivers check the extents) as
   // tp.hpp's Strided: a row pointer and an int stride instead of the view's 64-bit index arithmetic per component,
   // and constant offsets with compile-time C.
+  // (Run-time dimensions index through the view's strides, as the kernels did before FixedDims: the row pointer form
+  // made their capped sender adjoints spill.)
   template <class V>
   KOKKOS_INLINE_FUNCTION Strided<typename V::non_const_value_type> components(const V& v, int a, int c) const {
-    return {v.data() + size_t(a) * (K * prm.C) + c, prm.C};
+    if constexpr (Dims::fixed)
+      return {v.data() + size_t(a) * (K * prm.C) + c, prm.C};
+    else
+      return {&v(a, 0, c), int(v.stride(1))};
   }
 
-  // Head a's dk key components of atom n in q or k ((rows, A dk) LayoutRight: InteractionWork::resize makes them so).
-  KOKKOS_INLINE_FUNCTION const T* key_row(const V2& v, int n, int a) const {
-    return v.data() + size_t(n) * (prm.A * prm.dk) + a * prm.dk;
+  // Key component x of head a of atom n in q or k ((rows, A dk) LayoutRight: InteractionWork::resize makes them so).
+  KOKKOS_INLINE_FUNCTION T key(const V2& v, int n, int a, int x) const {
+    if constexpr (Dims::fixed)
+      return v.data()[size_t(n) * (prm.A * prm.dk) + a * prm.dk + x];
+    else
+      return v(n, a * prm.dk + x);
   }
 
   KOKKOS_INLINE_FUNCTION void load_h(int j, int c, T* hj) const {

@@ -31,12 +31,13 @@ struct EdgeRadial {
 };
 
 // Radial mode 1: channel c's radial outputs of chunk edge t, read from the team's scratch where they are used
-// ([p] -> out(t, (first + p) C + c), from col = &out(t, first C + c)) instead of being copied into registers first.
+// ([p] -> out(t, (first + p) C + c), from row = &out(t, c)) instead of being copied into registers first. (The weight
+// and value columns share one row pointer: four pointers made the run-time-dimension adjoints spill.)
 template <class T>
 struct RadialColumn {
-  const T* col;
-  int C;
-  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return col[p * C]; }
+  const T* row;
+  int first, C;
+  KOKKOS_INLINE_FUNCTION T operator[](int p) const { return row[(first + p) * C]; }
 };
 
 // w = u(d) * W2 . s, with s = silu(W1 . B(d) + b1) precomputed per edge (shared by the team) and
