@@ -24,7 +24,6 @@ namespace kernels {
 // lg of an edge whose envelope is 0 (weight exactly 0 in the online softmax, whose running max starts at -1e30)
 inline constexpr float kMaskedLogit = -3e38f;
 
-
 // Edge split S of a fused-kernel team of ts threads for C channels: thread = (channel, edge slot) when ts >= C,
 // else 1 (host back-ends: one thread per team loops over the channels).
 KOKKOS_INLINE_FUNCTION constexpr int edge_split(int ts, int C) { return ts >= C ? ts / C : 1; }

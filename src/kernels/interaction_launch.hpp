@@ -275,11 +275,8 @@ void check_dims(const LayerParams<T, Device>& prm) {
 // Calls f(kern) with a default-constructed adjoint kernel whose key-width bound DKM fits prm.dk (kSmallDk if it can).
 template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims, class F>
 void with_adjoint_kernel(const LayerParams<T, Device>& prm, F&& f) {
-  if constexpr (Dims::fixed && Dims::dk <= kSmallDk) {
-    InteractionKernel<T, Device, L, ATTN, kSmallDk, ROLE, Dims> kern;
-    f(kern);
-  } else if constexpr (Dims::fixed) {
-    InteractionKernel<T, Device, L, ATTN, kMaxDk, ROLE, Dims> kern;
+  if constexpr (Dims::fixed) {
+    InteractionKernel<T, Device, L, ATTN, Dims::dk <= kSmallDk ? kSmallDk : kMaxDk, ROLE, Dims> kern;
     f(kern);
   } else if (prm.dk <= kSmallDk) {
     InteractionKernel<T, Device, L, ATTN, kSmallDk, ROLE> kern;
