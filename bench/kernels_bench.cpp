@@ -1,7 +1,7 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
-//                        [--radial-mode 0|1|2|3|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
+//                        [--radial-mode 0|1|2|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
@@ -11,8 +11,7 @@
 //     attention_fwd      its forward alone
 //   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
 //   0, 1 and 2); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
-//   cores) ..._radial_mma, mode 3 (radial outputs from a 1,024-interval table of the radial MLP, opt-in)
-//   ..._radial_table; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
+//   cores) ..._radial_mma; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
 //   mode-1 chunk (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
@@ -243,8 +242,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     const auto W1 = rnd(H * NB, 0.3), b1 = rnd(H, 0.1), W2 = rnd(2 * P * C * H, 0.2);
     auto prm = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
                                                 rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2));
-    if (std::find(radial_modes.begin(), radial_modes.end(), 3) != radial_modes.end())
-      attach_radial_table<float, Dev, L>(prm, W1, b1, W2, 1024);
     constexpr int K = num_sh(L);
     Kokkos::View<float***, Kokkos::LayoutRight, Dev> h("h", N, K, C), m("m", N, K, C), o("o", N, K, C),
         gm("gm", N, K, C), go("go", N, K, C), gh("gh", N, K, C);
@@ -290,7 +287,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
                                 ", \"tc_adj\": " + std::to_string(ln.tc_adj) +
                                 ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
                                 ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
-                                ", \"table\": " + (ln.table_fwd && ln.table_adj ? "true" : "false") +
                                 ", \"const_slots\": " + std::to_string(p.const_slot_launch) +
                                 ", \"concurrent_adj\": " + std::to_string(p.concurrent_adjoints);
       double ms = median_ms(
@@ -319,7 +315,6 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         prm.adjoint_min_blocks = cap;
         const std::string suffix = std::string(mode == 1   ? "_radial_gemm"
                                                : mode == 2 ? "_radial_mma"
-                                               : mode == 3 ? "_radial_table"
                                                            : "") +
                                    (cap != default_cap ? "_uncapped" : "");
         // (the uncapped rows time the forward + adjoint only: the forward does not change)
@@ -456,11 +451,11 @@ int main(int argc, char** argv) {
     else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
     else if (s == "--radial-mode") {
       const std::string v = next();
-      if (v == "0" || v == "1" || v == "2" || v == "3") radial_modes = {std::stoi(v)};
+      if (v == "0" || v == "1" || v == "2") radial_modes = {std::stoi(v)};
       else if (v == "both") radial_modes = {0, 1};
       else if (v == "all") radial_modes = {0, 1, 2};
       else {
-        std::fprintf(stderr, "--radial-mode: 0, 1, 2, 3, both or all\n");
+        std::fprintf(stderr, "--radial-mode: 0, 1, 2, both or all\n");
         return 2;
       }
     }

@@ -1,10 +1,10 @@
 // Fused interaction (docs/model.md step 1) and on-the-fly attention (step 2) of one layer, forward and adjoint.
 // This header includes the parts, by role:
-//   interaction_params.hpp      LayerParams (weights and launch options), make_layer_params, attach_radial_table
+//   interaction_params.hpp      LayerParams (weights and launch options), make_layer_params
 //   interaction_kernel.hpp      InteractionKernel: the functor (tags, views, team-scratch layout of an edge chunk)
 //   interaction_chunk.hpp       its per-chunk stages shared by the forward and the adjoints (prepare pass, radial
 //                               outputs of a chunk)
-//   interaction_radial.hpp      the radial MLP outputs: per channel, team GEMM, tensor-core MMA, table
+//   interaction_radial.hpp      the radial MLP outputs: per channel, team GEMM, tensor-core MMA
 //   interaction_forward.hpp     the forward kernel body (ForwardT)
 //   interaction_adjoint.hpp     the receiver and sender adjoint kernel bodies (RecvAdjT, SendAdjT)
 //   interaction_project_qk.hpp  ProjectQK: the attention projections q, k and their adjoint (node kernels)

@@ -92,23 +92,21 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
                                                                                            int left) const {
   const int n = left < ch.basis_edges ? left : ch.basis_edges;
   const int nb = Ch::team_radial ? gemm_block(ch.radial_edges) : 1, nf = (n + nb - 1) / nb * nb;
-  // radial mode 3 needs no hidden layer: one item per edge
-  const int HH = Ch::team_radial && use_radial_table ? 1 : prm.H;
   team.team_barrier();  // the previous chunk is no longer read
   // One pass over the items (edge t, hidden unit hh): each forms the edge geometry and the whole Bessel basis
   // itself (one sin/cos pair, bessel_basis) and its hidden unit; item hh = 0 also stores the geometry, and items
-  // hh < A the attention terms of head hh (heads hh, hh + HH, ... if HH < A). This saves a barrier and keeps
+  // hh < A the attention terms of head hh (heads hh, hh + H, ... if H < A). This saves a barrier and keeps
   // the team from waiting on one thread per edge evaluating NB sin/cos pairs in series.
   // Mode 1 orders the items edges innermost: s(hh, t) is (H, basis_edges) there, and consecutive threads write
   // consecutive addresses. An item takes `span` hidden units of its edge: a one-thread team (host back-ends) all
-  // HH, so that it forms the edge's geometry, basis and attention terms once instead of HH times; GPU teams
+  // H, so that it forms the edge's geometry, basis and attention terms once instead of H times; GPU teams
   // LayerParams::prepare_span (0: auto_prepare_span; 1: the items as described).
   const int ts = team.team_size();
-  const int span = runs_on_host<exec> && ts == 1                             ? HH
-                   : prm.prepare_span > 0 && HH % prm.prepare_span == 0 ? prm.prepare_span
-                   : Dims::fixed && HH == Dims::H                         ? auto_prepare_span_fixed<Dims::H>(nf, ts)
-                                                                          : auto_prepare_span(HH, nf, ts);
-  const int groups = HH / span;
+  const int span = runs_on_host<exec> && ts == 1                               ? prm.H
+                   : prm.prepare_span > 0 && prm.H % prm.prepare_span == 0 ? prm.prepare_span
+                   : Dims::fixed && prm.H == Dims::H                         ? auto_prepare_span_fixed<Dims::H>(nf, ts)
+                                                                             : auto_prepare_span(prm.H, nf, ts);
+  const int groups = prm.H / span;
   auto hidden = [&](int hh, int t) -> T& { return Ch::team_radial ? ch.s(hh, t) : ch.s(t, hh); };
   auto hidden_d = [&](int hh, int t) -> T& { return Ch::team_radial ? ch.sd(hh, t) : ch.sd(t, hh); };
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * groups), [&](const int th) {
@@ -153,7 +151,6 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
         if (Ch::team_radial) sv = sdv = T(0);
         continue;
       }
-      if (Ch::team_radial && use_radial_table) continue;
       T a = prm.b1(hh), da = T(0);
       for (int nn = 0; nn < kMaxNB; ++nn)
         if (nn < prm.NB) {
@@ -209,9 +206,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   if constexpr (Ch::team_radial) {
     const int nb = gemm_block(ch.radial_edges), nf = (cnt + nb - 1) / nb * nb;
     if (first > 0) team.team_barrier();  // the previous radial chunk is no longer read
-    if (use_radial_table)
-      radial_table_fill<T, NW, GRAD>(team, prm, ch, first, nf);
-    else if (use_tensor_cores == kTensorCoresF16)
+    if (use_tensor_cores == kTensorCoresF16)
       radial_mma_f16<T, NW, GRAD>(team, prm, ch, first, nf);
     else if (use_tensor_cores)
       radial_mma<T, NW, GRAD>(team, prm, ch, first, nf);

@@ -161,12 +161,10 @@ struct InteractionKernel {
   // Set by atom_team_policy: radial_edges, radial mode 1 in use with chunks of radial_edges edges (0: mode 0);
   // basis_edges, its basis chunk: the edges whose geometry, Bessel basis and hidden layer one prepare pass fills;
   // use_tensor_cores, radial modes 2 and 4: the chunk GEMM runs on tensor cores, kTensorCores3xTf32 (radial_mma) or
-  // kTensorCoresF16 (radial_mma_f16); use_radial_table, radial
-  // mode 3: the chunk's radial outputs come from the table prm.Rtab (radial_table_fill).
+  // kTensorCoresF16 (radial_mma_f16).
   int radial_edges = 0;
   int basis_edges = 0;
   int use_tensor_cores = 0;
-  int use_radial_table = 0;
 
   // Entry points (one team per atom): the forward (interaction_forward.hpp) and the receiver and sender adjoints
   // (interaction_adjoint.hpp).

@@ -161,8 +161,9 @@ int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size)
 template <class Kern>
 void check_launch_options(const Kern& kern) {
   const int want = kern.prm.radial_chunk;
-  if (kern.prm.radial_mode < 0 || kern.prm.radial_mode > 4 || (want != 0 && want != 2 && want != 4 && want != 8))
-    throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2, 3 or 4 and radial_chunk 0, 2, 4 or 8");
+  const int mode = kern.prm.radial_mode;
+  if ((mode != 0 && mode != 1 && mode != 2 && mode != 4) || (want != 0 && want != 2 && want != 4 && want != 8))
+    throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 4 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
   if (kern.prm.prepare_span < 0 || (kern.prm.prepare_span > 0 && kern.prm.H % kern.prm.prepare_span != 0))
     throw std::invalid_argument("batmobile: prepare_span must be 0 (automatic) or divide the radial hidden width H = " +
@@ -175,12 +176,12 @@ void check_launch_options(const Kern& kern) {
 
 // Team policy of kernel `kern` for n atoms; sets kern.radial_edges (radial mode 1 chunk, 0: mode 0) and
 // kern.basis_edges (its basis chunk: basis_chunk_for, after the radial chunk is chosen, so that it never costs a
-// smaller one), kern.use_tensor_cores and kern.use_radial_table. team_size: 0 = automatic (host back-ends: 1, channels
-// looped; GPU: C * S, S = 128 / C (>= 1) edge slots, team <= 256, S lowered until the scratch fits
-// scratch_size_max(0) and the team fits team_size_max; with prm.radial_mode = 1 the largest S for which a mode-1
-// chunk of >= S edges fits, else mode 0); kWaveAwareTeam: automatic, S then lowered by wave_aware_split for n teams
-// (CUDA); kOneSlotLessTeam: automatic, then S - 1 as if explicit; 1 or C * S: explicit (tests run the GPU paths on
-// OpenMP with it; mode 1 then takes the largest chunk that fits, the host back-ends not limiting it).
+// smaller one) and kern.use_tensor_cores. team_size: 0 = automatic (host back-ends: 1, channels looped; GPU: C * S,
+// S = 128 / C (>= 1) edge slots, team <= 256, S lowered until the scratch fits scratch_size_max(0) and the team fits
+// team_size_max; with prm.radial_mode = 1 the largest S for which a mode-1 chunk of >= S edges fits, else mode 0);
+// kWaveAwareTeam: automatic, S then lowered by wave_aware_split for n teams (CUDA); kOneSlotLessTeam: automatic,
+// then S - 1 as if explicit; 1 or C * S: explicit (tests run the GPU paths on OpenMP with it; mode 1 then takes the
+// largest chunk that fits, the host back-ends not limiting it).
 template <class Tag, class Kern>
 inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, bool adjoint,
                                                                      int team_size = 0) {
@@ -235,8 +236,6 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   kern.use_tensor_cores = !mma                                                         ? kTensorCoresOff
                           : kern.prm.radial_mode == 4 && kern.prm.W2th.extent(0) > 0 ? kTensorCoresF16
                                                                                      : kTensorCores3xTf32;
-  kern.use_radial_table = team_radial && kern.radial_edges > 0 && kern.prm.radial_mode == 3 &&
-                      kern.prm.Rtab.extent(0) > 0 && kern.prm.rtab_cols >= Kern::NW * C;
   const int S = edge_split(team_size, C);
   const bool overlap = Kern::chunk_overlap(team_size);
   kern.basis_edges = basis_chunk_for<Kern>(C, H, dk, adjoint, S, kern.radial_edges, overlap,
@@ -295,20 +294,17 @@ struct InteractionLaunch {
   int tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
-  bool table_fwd = false, table_adj = false;  // radial mode 3: outputs read from the table
-  bool fixed_dims = false;                    // kernels with their dimensions compiled in (FixedDims)
+  bool fixed_dims = false;  // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
 };
 
 // One kernel's part of InteractionLaunch, as atom_team_policy set kern for policy pol.
 template <class Kern, class Pol>
-void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& basis, int& tensor_cores, bool& table,
-                 bool& capped) {
+void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& basis, int& tensor_cores, bool& capped) {
   team = pol.team_size();
   chunk = kern.radial_edges;
   basis = kern.basis_edges;
   tensor_cores = kern.use_tensor_cores;
-  table = kern.use_radial_table;
   capped = fused_capped<Kern, typename Pol::work_tag>(kern, pol.team_size());
 }
 
@@ -325,7 +321,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   InteractionLaunch r;
   r.fixed_dims = Dims::fixed;
   with_atom_policy<Kern::template ForwardT>(kern, n, false, team_fwd, [&](const auto& pol) {
-    note_launch(kern, pol, r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd, r.table_fwd, r.capped_fwd);
+    note_launch(kern, pol, r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd, r.capped_fwd);
   });
   r.bytes_fwd = Kern::scratch_bytes(prm.C, prm.H, prm.dk, false, edge_split(r.team_fwd, prm.C), r.chunk_fwd,
                                     Kern::chunk_overlap(r.team_fwd), r.basis_fwd);
@@ -333,7 +329,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
     with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, [&](const auto& pol) {
-      note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.table_adj, r.capped_adj);
+      note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);

@@ -3,8 +3,7 @@
 // LayerParams: W1 (H, NB), b1 (H), W2t (H, 2 P C) = transpose of radial.W2 (so that channel-threads read
 //   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors, and the kernels'
 //   launch options (radial mode, chunks, register caps, launch path).
-// make_layer_params() builds it from host arrays in the model-file shapes; attach_radial_table() adds radial mode 3's
-// table of the radial MLP.
+// make_layer_params() builds it from host arrays in the model-file shapes.
 #pragma once
 #include <Kokkos_Core.hpp>
 
@@ -14,7 +13,6 @@
 #include <vector>
 
 #include "common.hpp"
-#include "radial_table.hpp"
 #include "tensor_core.hpp"
 
 namespace batmobile {
@@ -42,11 +40,6 @@ struct LayerParams {
   // Radial mode 4: the same A fragments as f16 pairs (pack_a_fragments_f16; float, H a multiple of 16 up to
   // kF16MaxK, else empty).
   Kokkos::View<const uint32_t*, Device> W2th;
-  // Radial mode 3: the radial MLP as a table (radial_table.hpp; attach_radial_table: float only, else empty) of
-  // rtab_n intervals x rtab_cols (= 2 P C) columns x 4 coefficients, rtab_inv_h = rtab_n / r_c.
-  Kokkos::View<const T*, Device> Rtab;
-  int rtab_n = 0, rtab_cols = 0;
-  T rtab_inv_h = 0;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
   // Layer role (common.hpp) whose paths' radial-MLP rows W2t holds (2 role_num_paths C columns; make_layer_params);
@@ -57,11 +50,9 @@ struct LayerParams {
   // scratch does not fit: each W2t load then feeds several edges (faster MD on the H200, and on host back-ends);
   // 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+
   // CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA: tensor_core_ok / tensor_core_chunk), else
-  // mode 1; the default, faster than mode 1 on the H200. 3 (opt-in) = mode 1 with the chunk's radial outputs read
-  // from a table of the MLP (Rtab, radial_table.hpp; no hidden layer in the prepare pass) where one is attached
-  // (float kernels), else mode 1: it approximates the MLP (bundled model, 1,024 intervals: R to ~2e-8, dR/dd to ~2e-6
-  // relative) and was not faster than mode 2 on the H200. 4 (precision mixed) = mode 2 with f16 operands and f32
+  // mode 1; the default, faster than mode 1 on the H200. 4 (precision mixed) = mode 2 with f16 operands and f32
   // accumulation (one MMA per 16 hidden units, B fragments kept in registers) where W2th exists, else mode 2.
+  // Other values are rejected at the launch.
   int radial_mode = 2;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
@@ -215,28 +206,6 @@ LayerParams<T, Device> make_layer_params(int C, int NB, int H, int A, int dk, do
   p.A = A;
   p.dk = dk;
   return p;
-}
-
-// Radial mode 3: attaches the table of the layer's radial MLP (NI intervals; host arrays in model-file shapes, as
-// for make_layer_params) to float parameters; double parameters get none (mode 3 then runs as mode 1).
-template <class T, class Device, int L>
-void attach_radial_table(LayerParams<T, Device>& p, const std::vector<double>& W1, const std::vector<double>& b1,
-                         const std::vector<double>& W2, int NI) {
-  if constexpr (std::is_same<T, float>::value) {
-    const int ncol = 2 * role_num_paths(L, p.role) * p.C;  // the rows make_layer_params kept
-    const auto coef = radial_table_coefficients(p.NB, p.H, ncol, double(p.r_c), W1, b1,
-                                                layer_radial_rows<L>(W2, p.C, p.H, p.role), NI);
-    Kokkos::View<T*, Device> d("Rtab", coef.size());
-    auto hm = Kokkos::create_mirror_view(d);
-    for (size_t x = 0; x < coef.size(); ++x) hm(x) = T(coef[x]);
-    Kokkos::deep_copy(d, hm);
-    p.Rtab = d;
-    p.rtab_n = NI;
-    p.rtab_cols = ncol;
-    p.rtab_inv_h = T(NI / double(p.r_c));
-  } else {
-    (void)p, (void)W1, (void)b1, (void)W2, (void)NI;
-  }
 }
 
 }  // namespace kernels

@@ -8,7 +8,6 @@
 //                        into team scratch (w, dw of the chunk; channel-threads then read them, RadialColumn).
 //   radial_mma           radial mode 2: that GEMM on tensor cores (3xTF32, tensor_core.hpp).
 //   radial_mma_f16       radial mode 4 (precision mixed): that GEMM with f16 operands, f32 accumulation.
-//   radial_table_fill    radial mode 3: the outputs read from a table of the MLP (radial_table.hpp).
 // Ch: the kernel's Chunk (views geo (edge, x y z d), s / sd (H, edge), w / dw (edge, NW C) in team scratch).
 #pragma once
 #include <Kokkos_Core.hpp>
@@ -17,7 +16,6 @@
 #include <type_traits>
 
 #include "common.hpp"
-#include "radial_table.hpp"
 #include "tensor_core.hpp"
 
 namespace batmobile {
@@ -81,25 +79,6 @@ template <class T, int N>
 struct alignas(N * sizeof(T)) ScratchPack {  // N consecutive scratch values read as one (vector) load
   T v[N];
 };
-
-// Radial mode 3: w(t, col) = u(d_t) R(d_t) and dw = d/dd for the chunk edges t < nf from the table prm.Rtab
-// (radial_table.hpp): items (edge, column) with columns innermost, so that consecutive threads read consecutive
-// 16-byte coefficient groups. Padding rows (geometry 0) get finite, unused values. NW: outputs per channel.
-template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
-KOKKOS_INLINE_FUNCTION void radial_table_fill(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
-  const int ncol = NW * prm.C, tcols = prm.rtab_cols;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nf * ncol), [&](const int it) {
-    const int t = it / ncol, col = it % ncol;
-    const T d = ch.geo(first + t, 3);
-    T du, f, dr;
-    const T u = envelope(d, prm.r_c, &du);
-    const int k = radial_table_locate(d, prm.rtab_inv_h, prm.rtab_n, &f);
-    const ScratchPack<T, 4> c = *reinterpret_cast<const ScratchPack<T, 4>*>(&prm.Rtab((size_t(k) * tcols + col) * 4));
-    const T r = radial_table_piece(c.v, f, prm.rtab_inv_h, &dr);
-    ch.w(t, col) = u * r;
-    if (GRAD) ch.dw(t, col) = du * r + u * dr;
-  });
-}
 
 // Mode 1, one register tile: CB columns col0 + ts x (x < CB) of NE edges t0..t0+NE-1.
 template <class T, bool GRAD, int NE, int CB, class Params, class Ch>

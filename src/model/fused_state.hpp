@@ -121,9 +121,6 @@ std::unique_ptr<FusedState<T, ExecSpace>> make_fused_state(const ModelFile& file
       prm.radial_mode = options.radial_mode;
       prm.basis_chunk = options.basis_chunk;
       prm.prepare_span = options.prepare_span;
-      if (prm.radial_mode == 3)
-        kernels::attach_radial_table<T, ExecSpace, L>(prm, v("radial.W1"), v("radial.b1"), v("radial.W2"),
-                                                      options.radial_table_intervals);
       return prm;
     };
     fused->params.push_back(with_feature_degree(hp.L, make));

@@ -9,14 +9,12 @@ namespace batmobile {
 
 struct ModelOptions {
   // Fused backend, radial MLP: 0 per edge inside the kernels; 1 a team GEMM over chunks of edges; 2 (default) that
-  // GEMM on tensor cores where they apply (float, sm_80+ CUDA, H a multiple of 8), else 1; 3 the radial outputs read
-  // from a table of the MLP (float kernels; double runs 1), an approximation (bundled model, 1,024 intervals: R to
-  // ~2e-8, dR/dd to ~2e-6 relative); 4 (pair style keyword precision mixed) mode 2 with f16 operands and f32
-  // accumulation (float kernels, H a multiple of 16 up to 64; else 2): the radial outputs to ~1e-3 relative.
+  // GEMM on tensor cores where they apply (float, sm_80+ CUDA, H a multiple of 8), else 1; 4 (pair style keyword
+  // precision mixed) mode 2 with f16 operands and f32 accumulation (float kernels, H a multiple of 16 up to 64; else
+  // 2): the radial outputs to ~1e-3 relative.
   int radial_mode = 2;
-  int radial_table_intervals = 1024;  // radial mode 3's table: 16..65536 intervals over [0, r_c]
-  // Fused backend, radial modes 1-3: edges per prepare pass (geometry, basis, hidden layer), 0 (default) the largest
-  // that costs no occupancy, else 1..64 (bit-identical for every value).
+  // Fused backend, radial modes 1, 2 and 4: edges per prepare pass (geometry, basis, hidden layer), 0 (default) the
+  // largest that costs no occupancy, else 1..64 (bit-identical for every value).
   int basis_chunk = 0;
   // Fused backend, GPU teams: hidden units per item of the prepare pass, 0 (default) automatic, else a divisor of the
   // model's radial hidden width H (bit-identical for every value; host back-ends always take all H at once).
@@ -44,9 +42,8 @@ struct ModelOptions {
 // Throws std::invalid_argument naming the first field out of range; radial_hidden: the model's H.
 inline void validate_options(const ModelOptions& o, int radial_hidden) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("batmobile::ModelOptions::" + what); };
-  if (o.radial_mode < 0 || o.radial_mode > 4) fail("radial_mode must be 0, 1, 2, 3 or 4");
-  if (o.radial_table_intervals < 16 || o.radial_table_intervals > 65536)
-    fail("radial_table_intervals must be a number of intervals 16..65536");
+  if (o.radial_mode != 0 && o.radial_mode != 1 && o.radial_mode != 2 && o.radial_mode != 4)
+    fail("radial_mode must be 0, 1, 2 or 4");
   if (o.basis_chunk < 0 || o.basis_chunk > 64) fail("basis_chunk must be an integer 0..64");
   if (o.prepare_span < 0 || (o.prepare_span > 0 && radial_hidden % o.prepare_span != 0))
     fail("prepare_span must be 0 (automatic) or a divisor of the model's radial hidden width H = " +
@@ -70,7 +67,6 @@ inline std::string non_default_options(const ModelOptions& o) {
     s += std::string(name) + " " + std::to_string(value);
   };
   add("radial_mode", o.radial_mode, d.radial_mode);
-  add("radial_table_intervals", o.radial_table_intervals, d.radial_table_intervals);
   add("basis_chunk", o.basis_chunk, d.basis_chunk);
   add("prepare_span", o.prepare_span, d.prepare_span);
   add("interaction_team", o.interaction_team, d.interaction_team);

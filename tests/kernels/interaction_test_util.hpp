@@ -197,7 +197,6 @@ struct Launch {
   int prepare_span = LayerParams<float, Dev>().prepare_span;  // LayerParams::prepare_span
   int const_slots = LayerParams<float, Dev>().const_slot_launch;
   int fwd_blocks = LayerParams<float, Dev>().forward_min_blocks;  // LayerParams::forward_min_blocks
-  int table_intervals = 1024;  // radial mode 3: the radial-MLP table attached to float parameters
   // InteractionWork::f_send / vatom_send given (the sender adjoint's own accumulators, summed after the run) and
   // LayerParams::concurrent_adjoints
   bool send_accumulators = false;
@@ -267,7 +266,6 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.radial_chunk = ln.radial_chunk;
   prm.adjoint_min_blocks = ln.min_blocks;
   prm.forward_min_blocks = ln.fwd_blocks;
-  if (ln.radial_mode == 3) attach_radial_table<T, Dev, L>(prm, M.W1, M.b1, M.W2, ln.table_intervals);
   prm.basis_chunk = ln.basis_chunk;
   prm.prepare_span = ln.prepare_span;
   prm.const_slot_launch = ln.const_slots;

@@ -359,6 +359,18 @@ TEST(Interaction, TeamSizeValidation) {
   EXPECT_THROW(run(M.C / 2), std::invalid_argument);
 }
 
+// LayerParams::radial_mode must be 0, 1, 2 or 4; other values stop the launch.
+TEST(Interaction, RadialModeValidation) {
+  constexpr int L = 1;
+  std::mt19937 rng(83);
+  const Model M = make_model(L, rng);
+  const System S = make_system(L, M.C, rng, 2, 4, 3.0);
+  for (int mode : {-1, 3, 5}) {
+    SCOPED_TRACE("radial mode " + std::to_string(mode));
+    EXPECT_THROW((run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, Launch(0, mode))), std::invalid_argument);
+  }
+}
+
 // A forward told that q and k were given (InteractionWork::qk_given, the model's per-species q and k of layer 0)
 // in work arrays it must still grow stops with a logic error instead of running on unset q and k.
 TEST(Interaction, GivenQKNeedsSizedWork) {

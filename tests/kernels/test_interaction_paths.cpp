@@ -104,67 +104,6 @@ TEST(Interaction, RadialGemmPath) {
   compare_runs<float, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 2e-5);
 }
 
-// Radial mode 3 (opt-in): the radial MLP as a table of cubic Hermite pieces (radial_table.hpp). The coefficients
-// reproduce the MLP and its derivative (a direct double evaluation and central differences at random distances,
-// 1,024 intervals; exact at the nodes); the float kernels read their chunk's radial outputs from it: vs the
-// reference and finite differences (check_against; the double kernels get no table and run mode 1), vs float mode 1
-// to the table's accuracy, with teams of C and 4 C and one thread per team; the launch reports the table for float
-// only.
-TEST(Interaction, RadialTable) {
-  const int C = 8, tmax = team_size_max();
-  if (tmax < 4 * C) GTEST_SKIP() << "team_size_max " << tmax << " < 4 C";
-  constexpr int L = 2;
-  std::mt19937 rng(73);
-  const Model M = make_model(L, rng);
-  const int ncol = 2 * num_paths(L, false) * C, NI = 1024;
-  const auto coef = radial_table_coefficients(M.NB, M.H, ncol, M.rc, M.W1, M.b1, M.W2, NI);
-  auto mlp = [&](int col, double d) { return reference_radial_mlp(M, d)[col]; };
-  std::uniform_real_distribution<double> ud(0.2, M.rc);
-  double err = 0, derr = 0, big = 0, dbig = 0;
-  for (int s = 0; s < 4000; ++s) {
-    const double d = ud(rng), eps = 1e-5;
-    const int col = s % ncol;
-    const double exact = mlp(col, d), dexact = (mlp(col, d + eps) - mlp(col, d - eps)) / (2 * eps);
-    double dR;
-    const double R = radial_table_eval<double>(coef.data(), ncol, NI, NI / M.rc, col, d, &dR);
-    err = std::max(err, std::abs(R - exact));
-    derr = std::max(derr, std::abs(dR - dexact));
-    big = std::max(big, std::abs(exact));
-    dbig = std::max(dbig, std::abs(dexact));
-  }
-  EXPECT_LT(err, 1e-8 * big);
-  EXPECT_LT(derr, 1e-5 * dbig);
-  for (int k = 1; k <= NI; k += 97) {  // at a node the piece starting there returns the MLP itself
-    const double d = k * M.rc / NI;
-    double dR;
-    const double R = radial_table_eval<double>(coef.data(), ncol, NI, NI / M.rc, 5, d, &dR);
-    EXPECT_NEAR(R, mlp(5, d), 1e-12 * std::max(1.0, big)) << k;
-  }
-  // launch report: float parameters with a table read it, double ones have none (mode 1)
-  auto pf = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
-                                             M.Wk);
-  auto pd = make_layer_params<double, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
-                                              M.Wk);
-  attach_radial_table<float, Dev, L>(pf, M.W1, M.b1, M.W2, NI);
-  attach_radial_table<double, Dev, L>(pd, M.W1, M.b1, M.W2, NI);
-  pf.radial_mode = pd.radial_mode = 3;
-  EXPECT_EQ(pd.Rtab.extent(0), 0u);
-  for (int ts : {C, 4 * C}) {
-    const auto lf = interaction_launch<float, Dev, L, true>(pf, ts);
-    const auto ld = interaction_launch<double, Dev, L, true>(pd, ts);
-    EXPECT_TRUE(lf.table_fwd && lf.table_adj) << ts;
-    EXPECT_FALSE(ld.table_fwd || ld.table_adj) << ts;
-    EXPECT_GT(ld.chunk_fwd, 0) << ts;  // mode 1
-  }
-  const System S = split_system(L, C, M.rc, rng);
-  const Expected E = expected(M, S, rng);
-  for (int ts : {C, 4 * C})
-    for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {ts, 3, chunk});
-  check_against<L>(M, S, E, {1, 3, 0});
-  compare_runs<float, L>(M, S, E, {4 * C, 1, 0}, {4 * C, 3, 0}, 1e-5);
-  compare_runs<float, L>(M, S, E, {1, 1, 0}, {1, 3, 0}, 1e-5);
-}
-
 // Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
 // steps) and 40 (5: past the unrolled 4), teams of 32 and 64 threads (C = 8: S = 4, 8), chunks of 8, 4 and 2
 // (the adjoint's 4-edge groups with s and ds/dd side by side; partial groups: a receiver with 2 edges; chunks

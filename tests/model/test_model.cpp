@@ -488,8 +488,7 @@ TEST(ModelOptionsTest, Validation) {
       }
     }
   };
-  for (int v : {-1, 5, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
-  for (int v : {8, 100000}) expect_invalid("radial_table_intervals", [v](ModelOptions& o) { o.radial_table_intervals = v; });
+  for (int v : {-1, 3, 5, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
   for (int v : {-1, 65}) expect_invalid("basis_chunk", [v](ModelOptions& o) { o.basis_chunk = v; });
   // the test model's H = 12 hidden units: 5 does not divide it
   for (int v : {-1, 5}) expect_invalid("prepare_span", [v](ModelOptions& o) { o.prepare_span = v; });
@@ -500,24 +499,12 @@ TEST(ModelOptionsTest, Validation) {
   expect_invalid("radial_cache_mb", [](ModelOptions& o) { o.radial_cache_mb = -1; });
 }
 
-// The fused kernels' alternative paths: radial mode 3 (the radial outputs from a table of each layer's radial MLP) is
-// close to the default (mode 2, here mode 1 on host back-ends) to the table's accuracy; the prepare passes per radial
-// chunk (basis_chunk) and the hidden units per prepare item (prepare_span) change no bit.
+// The fused kernels' alternative paths: the prepare passes per radial chunk (basis_chunk) and the hidden units per
+// prepare item (prepare_span) change no bit against the default.
 TEST(ModelOptionsTest, FusedKernelPaths) {
   Reference r = read_reference("periodic");
   Model<float, Exec> plain(load(), EdgeBackend::Fused, g_options);  // the defaults, compared with below
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
-  for (int intervals : {1024, 4096}) {
-    Model<float, Exec> table(load(), EdgeBackend::Fused, options_with([&](ModelOptions& o) {
-                               o.radial_mode = 3;
-                               o.radial_table_intervals = intervals;
-                             }));
-    const Evaluation t = evaluate(table, r.pos, r.species, r.cell, r.pbc);
-    EXPECT_NEAR(t.energy, b.energy, 1e-6 * std::fabs(b.energy)) << intervals;
-    EXPECT_LE(rel_err(t.forces, b.forces), 1e-5) << intervals;
-    EXPECT_LE(rel_err(t.vatom, b.vatom), 1e-5) << intervals;
-    EXPECT_GT(rel_err(t.forces, b.forces), 0.0) << intervals << ": the table was not used";
-  }
   // a model built with these options gives bit for bit the default's results, in two evaluations (the second one
   // uses the other constant-memory slot of each kernel on CUDA)
   auto expect_bitwise_default = [&](const ModelOptions& with) {
