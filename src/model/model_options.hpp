@@ -1,6 +1,7 @@
 // Options of batmobile::Model: launch choices and alternative code paths of the edge and node kernels. ModelOptions{}
-// is the production configuration; every other accepted value gives the same physics (bit for bit or to rounding, as
-// noted per field), so that tests can run each path and a wrong result can be narrowed down to one of them.
+// is the production configuration; every other accepted value gives the same physics (bit for bit, to rounding or, in
+// radial mode 4, to f16 operand precision, as noted per field), so that tests can run each path and a wrong result
+// can be narrowed down to one of them.
 #pragma once
 #include <stdexcept>
 #include <string>
