@@ -312,6 +312,17 @@ def check(args):
     return 0 if res["ok"] else 1
 
 
+def base_op(op):
+    """The e3nn op an alternative kernel variant of an op is compared with: "attention_fwd_bwd_radial_gemm",
+    "..._radial_mma_uncapped", "..._radial_mma_f16", "conv_fwd_bwd_unstaged", "_staged2" / "_staged3" -> the op
+    without its variant suffixes."""
+    for variant in ("_uncapped", "_radial_gemm", "_radial_mma_f16", "_radial_mma", "_unstaged", "_staged2",
+                    "_staged3"):
+        if op.endswith(variant):
+            op = op[:-len(variant)]
+    return op
+
+
 def merge(args):
     cpp = [json.loads(l) for l in open(args.merge[0]) if l.strip()]
     ref = {(r["op"], r["atoms"], r["neighbors"], r["channels"]): r for r in
@@ -325,13 +336,7 @@ def merge(args):
     cases = []
     for r in cpp:
         key = (r["op"], r["atoms"], r["neighbors"], r["channels"])
-        # an alternative kernel variant of an op ("attention_fwd_bwd_radial_gemm", "..._radial_mma_uncapped",
-        # "conv_fwd_bwd_unstaged", "_staged2" / "_staged3") is compared with e3nn's op
-        base_op = r["op"]
-        for variant in ("_uncapped", "_radial_gemm", "_radial_mma", "_unstaged", "_staged2", "_staged3"):
-            if base_op.endswith(variant):
-                base_op = base_op[:-len(variant)]
-        e = ref.get(key) or ref.get((base_op,) + key[1:], {})
+        e = ref.get(key) or ref.get((base_op(r["op"]),) + key[1:], {})
         ems = e.get("e3nn_ms")
         cases.append({"op": r["op"], "atoms": r["atoms"], "neighbors": r["neighbors"], "channels": r["channels"],
                       "batmobile_ms": r["batmobile_ms"], "e3nn_ms": ems,

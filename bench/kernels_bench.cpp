@@ -1,7 +1,7 @@
 // Batmobile kernel benchmark (Kokkos; same source for OpenMP and CUDA).
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
-//                        [--radial-mode 0|1|2|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
+//                        [--radial-mode 0|1|2|4|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
@@ -10,8 +10,8 @@
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
 //     attention_fwd      its forward alone
 //   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
-//   0, 1 and 2); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
-//   cores) ..._radial_mma; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
+//   0, 1, 2 and 4); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
+//   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
 //   mode-1 chunk (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
@@ -315,6 +315,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
         prm.adjoint_min_blocks = cap;
         const std::string suffix = std::string(mode == 1   ? "_radial_gemm"
                                                : mode == 2 ? "_radial_mma"
+                                               : mode == 4 ? "_radial_mma_f16"
                                                            : "") +
                                    (cap != default_cap ? "_uncapped" : "");
         // (the uncapped rows time the forward + adjoint only: the forward does not change)
@@ -451,11 +452,11 @@ int main(int argc, char** argv) {
     else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
     else if (s == "--radial-mode") {
       const std::string v = next();
-      if (v == "0" || v == "1" || v == "2") radial_modes = {std::stoi(v)};
+      if (v == "0" || v == "1" || v == "2" || v == "4") radial_modes = {std::stoi(v)};
       else if (v == "both") radial_modes = {0, 1};
-      else if (v == "all") radial_modes = {0, 1, 2};
+      else if (v == "all") radial_modes = {0, 1, 2, 4};
       else {
-        std::fprintf(stderr, "--radial-mode: 0, 1, 2, both or all\n");
+        std::fprintf(stderr, "--radial-mode: 0, 1, 2, 4, both or all\n");
         return 2;
       }
     }

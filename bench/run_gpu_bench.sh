@@ -7,8 +7,9 @@
 #     BATMOBILE_BENCH_REPS  timed repetitions (default 50, median reported; 5 warm-up runs)
 #     BATMOBILE_BENCH_CASES full (default: 1000 atoms x 20 nbrs C=32, 10000 x 30 C=64) or quick (tiny smoke test)
 #     BATMOBILE_E3NN_BACKEND e3nn (default) or dense (torch einsum over cg_l3.npz: to test this script without e3nn)
-#     BATMOBILE_BENCH_RADIAL radial modes of the attention ops: all (default: 0, 1 and 2; mode 1 ops end in
-#                           _radial_gemm, mode 2 (tensor cores) in _radial_mma), both (0 and 1), 0, 1 or 2
+#     BATMOBILE_BENCH_RADIAL radial modes of the attention ops: all (default: 0, 1, 2 and 4; mode 1 ops end in
+#                           _radial_gemm, mode 2 (tensor cores) in _radial_mma, mode 4 (f16) in _radial_mma_f16),
+#                           both (0 and 1), 0, 1, 2 or 4
 #   Steps: (1) e3nn cross-check: batmobile_bench --check-dump (fp64 kernels on the device) vs e3nn (SH, conv
 #   output, dE/dh, dE/dw, forces) -> OUTDIR/e3nn_check.json; (2) batmobile timings on random graphs (graphs
 #   written to OUTDIR/graphs) -> OUTDIR/batmobile.jsonl; (3) e3nn timings on the same graphs -> OUTDIR/e3nn.jsonl;

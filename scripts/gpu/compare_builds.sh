@@ -54,7 +54,12 @@ fi
 
 [ "$MODE" = bench ] || { echo "unknown mode $MODE" >&2; exit 2; }
 for n in old new; do
-  while [ ! -f "$STATE/$n.env" ] && [ ! -f "$STATE/$n.failed" ]; do sleep 5; done
+  while [ ! -f "$STATE/$n.env" ] && [ ! -f "$STATE/$n.failed" ]; do
+    # a machine that went back between the calls comes fresh: no build to wait for
+    pgrep -f "build_tree $n " > /dev/null ||
+      { say "no $n build on this machine: run 'compare_builds.sh build' first (in this call, or in one that follows within the idle window)"; exit 1; }
+    sleep 5
+  done
   [ -f "$STATE/$n.env" ] || { say "$n build failed:"; tail -n 30 "$STATE/$n.log"; exit 1; }
 done
 LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
