@@ -35,9 +35,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   if constexpr (Ch::team_radial) {
     using Col = RadialColumn<T>;
     const int C = prm.C;
-    // rows of NW C values (a compile-time stride with compile-time C)
-    const T* w = ch.w.data() + ch.wrow(t) * (NW * C) + c;
-    const T* dw = ch.dw.data() + ch.wrow(t) * (NW * C) + c;
+    const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
     edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C}, Col{dw, P, C}, gr,
                                 ghj, gs_out);
   } else {

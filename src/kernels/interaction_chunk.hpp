@@ -231,7 +231,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     static_assert(!GRAD, "mode-1 adjoints read the radial outputs through RadialColumn");
     R.u = envelope(d, prm.r_c, &R.du);
     const int C = prm.C;
-    const T* w = ch.w.data() + ch.wrow(t) * (NW * C) + c;  // (rows of NW C values, as in edge_adjoint)
+    const T* w = ch.radial_row(ch.w, t, C, c);
     for (int p = 0; p < P; ++p) {
       R.w[p] = w[p * C];
       R.wv[p] = ATTN ? w[(P + p) * C] : T(0);

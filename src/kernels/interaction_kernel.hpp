@@ -98,6 +98,11 @@ struct InteractionKernel {
     bool overlap;           // chunk_overlap(team size)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
+    // Channel c's entry of edge t's row in w or dw (rows of NW C values: a compile-time stride with compile-time C);
+    // its radial outputs are C apart from there.
+    KOKKOS_INLINE_FUNCTION const T* radial_row(const ST2& out, int t, int C, int c) const {
+      return out.data() + wrow(t) * (NW * C) + c;
+    }
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written

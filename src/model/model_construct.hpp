@@ -12,6 +12,18 @@
 #include "model/model_weights.hpp"
 
 namespace batmobile {
+namespace model_detail {
+
+// Calls f(layer) with a FusedLayer<T, D, L, ROLE, Dims> value (its members are static) for a layer of role `role`,
+// Dims as with_layer_dims picks for its parameters prm.
+template <class T, class D, int L, class F>
+void with_fused_layer(int role, const kernels::LayerParams<T, D>& prm, F&& f) {
+  with_layer_role(role, [&](auto r) {
+    with_layer_dims<L>(prm, [&](auto dims) { f(FusedLayer<T, D, L, decltype(r)::value, decltype(dims)>{}); });
+  });
+}
+
+}  // namespace model_detail
 
 template <class T, class ExecSpace>
 Model<T, ExecSpace>::~Model() = default;
@@ -50,19 +62,17 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
   std::string s = "fused kernels for " + std::to_string(nl) + " local atoms, per atom:";
   bool fixed = false;  // some layer runs kernels with its dimensions compiled in (kernels::BundledDims)
   for (int t = 0; t < data_.T_layers; ++t)
-    model_detail::with_layer_role(fused_->role(t, data_.T_layers), [&](auto role) {
-      model_detail::with_feature_degree(data_.L, [&](auto degree) {
-        constexpr int L = decltype(degree)::value;
-        const auto r = model_detail::with_layer_dims<L>(fused_->params[t], [&](auto dims) {
-          return model_detail::FusedLayer<T, ExecSpace, L, decltype(role)::value, decltype(dims)>::launch(
-              fused_->params[t], fused_team_size(nl, true), fused_team_size(nl), std::max(nl, 1));
-        });
-        fixed = fixed || r.fixed_dims;
-        s += " layer " + std::to_string(t) + " forward " + one(r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd,
-                                                                  r.capped_fwd) +
-             ", adjoints " + one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) +
-             (t + 1 < data_.T_layers ? ";" : "");
-      });
+    model_detail::with_feature_degree(data_.L, [&](auto degree) {
+      kernels::InteractionLaunch r{};
+      model_detail::with_fused_layer<T, ExecSpace, decltype(degree)::value>(
+          fused_->role(t, data_.T_layers), fused_->params[t], [&](auto layer) {
+            r = decltype(layer)::launch(fused_->params[t], fused_team_size(nl, true), fused_team_size(nl),
+                                        std::max(nl, 1));
+          });
+      fixed = fixed || r.fixed_dims;
+      s += " layer " + std::to_string(t) + " forward " +
+           one(r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd, r.capped_fwd) + ", adjoints " +
+           one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) + (t + 1 < data_.T_layers ? ";" : "");
     });
   return s + (fixed ? "; dimensions compiled in" : "") + options_note;
 }
@@ -92,14 +102,11 @@ template <class T, class ExecSpace>
 void Model<T, ExecSpace>::fused_forward_layer(int t, const Step& step) {
   const int nl = step.nl, na = step.na;
   with_fused_graph(step, [&](auto degree, const auto& g, auto as3) {
-    model_detail::with_layer_role(fused_->role(t, data_.T_layers), [&](auto role) {
-      constexpr int L = decltype(degree)::value;
-      model_detail::with_layer_dims<L>(fused_->params[t], [&](auto dims) {
-        model_detail::FusedLayer<T, ExecSpace, L, decltype(role)::value, decltype(dims)>::forward(
-            g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl), fused_->work[t],
-            fused_team_size(nl, true));
-      });
-    });
+    model_detail::with_fused_layer<T, ExecSpace, decltype(degree)::value>(
+        fused_->role(t, data_.T_layers), fused_->params[t], [&](auto layer) {
+          decltype(layer)::forward(g, fused_->params[t], as3(h_[t], na), as3(m_[t], nl), as3(o_[t], nl),
+                                   fused_->work[t], fused_team_size(nl, true));
+        });
   });
 }
 
@@ -108,14 +115,11 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, const Step& step, FeatureV
   const int nl = step.nl, na = step.na;
   with_fused_graph(step, [&](auto degree, const auto& g, auto as3) {
     // (layer 0 through the embedding-input kernels leaves dh_in as the node adjoint wrote it: nothing reads it)
-    model_detail::with_layer_role(fused_->role(t, data_.T_layers), [&](auto role) {
-      constexpr int L = decltype(degree)::value;
-      model_detail::with_layer_dims<L>(fused_->params[t], [&](auto dims) {
-        model_detail::FusedLayer<T, ExecSpace, L, decltype(role)::value, decltype(dims)>::backward(
-            g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl), as3(dh_in, na),
-            fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
-      });
-    });
+    model_detail::with_fused_layer<T, ExecSpace, decltype(degree)::value>(
+        fused_->role(t, data_.T_layers), fused_->params[t], [&](auto layer) {
+          decltype(layer)::backward(g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl),
+                                    as3(dh_in, na), fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
+        });
   });
 }
 
