@@ -11,8 +11,9 @@
 //     attention_fwd      its forward alone
 //   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
 //   0, 1, 2 and 4); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
-//   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets radial_chunk. Attention records also carry the launch (team size,
-//   mode-1 chunk (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
+//   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets
+//   radial_chunk. Attention records also carry the launch (team size, mode-1 chunk (0 = mode 0) and whether the
+//   tensor cores ran, of forward and adjoint).
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
