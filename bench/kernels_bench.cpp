@@ -2,6 +2,7 @@
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
 //                        [--radial-mode 0|1|2|4|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
+//                        [launch settings of the attention ops, for A/B runs: see below]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
@@ -14,6 +15,16 @@
 //   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets
 //   radial_chunk. Attention records also carry the launch (team size, mode-1 chunk (0 = mode 0) and whether the
 //   tensor cores ran, of forward and adjoint).
+//   Launch settings (default: the model's; LayerParams members in brackets):
+//     --team N                  attention ops with teams of N threads (C * edge split; 0: automatic)
+//     --concurrent-adjoints 0|1 the two adjoints side by side or one after the other (concurrent_adjoints)
+//     --forward-min-blocks 0..4 0: the forward kernel not capped in registers (forward_min_blocks)
+//     --basis-chunk N           edges per prepare pass, 0: automatic (basis_chunk)
+//     --const-slots 0|1         0: Kokkos's own launch instead of the constant-memory slots (const_slot_launch)
+//     --uncapped-adjoints       also the radial mode >= 1 ops with uncapped adjoint kernels (adjoint_min_blocks = 0;
+//                               op names end in _uncapped)
+//     --conv-staged LIST        also these ConvEdgeWeights::staged values, e.g. 0,2,3 (rows conv_fwd_bwd_unstaged,
+//                               conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not fit)
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
@@ -28,8 +39,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -84,16 +95,24 @@ RandomGraph make_random_graph(int N, int k, unsigned seed) {
   return g;
 }
 
-// An integer A/B setting from the environment (env_switch.hpp): `fallback` when unset; a whole number in [lo, hi],
-// else the bench stops with a message.
-int env_int(const char* name, int lo, int hi, int fallback) {
-  try {
-    const std::string range = "an integer " + std::to_string(lo) + ".." + std::to_string(hi);
-    return env_switch(name, [&](int v) { return v >= lo && v <= hi; }, range.c_str()).value_or(fallback);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "batmobile_bench: %s\n", e.what());
+// What the command line chose: the cases' timing and the attention ops' launch (std::nullopt: the model's default).
+struct BenchOptions {
+  int reps = 50, warmup = 5, radial_chunk = 0, team = 0;
+  std::string graph_dir;
+  std::vector<int> radial_modes = {0};
+  std::vector<int> conv_staged;
+  std::optional<int> concurrent_adjoints, forward_min_blocks, basis_chunk, const_slots;
+  bool uncapped_adjoints = false;
+};
+
+// A whole decimal number in [lo, hi] given to option `opt` (std::stoi read "1x" as 1); else the bench stops.
+int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
+  const bool digits = !v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(v) < lo || std::stoi(v) > hi) {
+    std::fprintf(stderr, "batmobile_bench: %s takes an integer %d..%d, not '%s'\n", opt.c_str(), lo, hi, v.c_str());
     std::exit(2);
   }
+  return std::stoi(v);
 }
 
 template <class F>
@@ -171,8 +190,9 @@ Kern make_conv(const G& g, int N, int E, int C) {
   return kern;
 }
 
-// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths>.
-void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate) {
+// conv_fwd and conv_fwd_bwd of ConvEdgeWeights<float, 3, all paths>, and the adjoint's variants `staged`.
+void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, int warmup, int reps, double fma_rate,
+               const std::vector<int>& staged) {
   const int E = N * k;
   const long long base = device_used_bytes();
   const auto kern = make_conv<ConvEdgeWeights<float, Dev, 3, true>>(g, N, E, C);
@@ -194,11 +214,7 @@ void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, 
     write_result(out, {op, N, k, C, t, base >= 0 ? device_used_bytes() - base : -1, 3 * fl / (t * 1e-3) / fma_rate});
   };
   fwd_bwd(kern, "conv_fwd_bwd");  // the default adjoint (ConvEdgeWeights::default_staged)
-  // A/B: BATMOBILE_CONV_STAGED="0 2 3": also these ConvEdgeWeights::staged values (rows conv_fwd_bwd_unstaged,
-  // conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not fit)
-  const char* env = std::getenv("BATMOBILE_CONV_STAGED");
-  std::istringstream list(env ? env : "");
-  for (int v; list >> v;) {
+  for (int v : staged) {
     auto variant = kern;
     variant.staged = v;
     if (v == 0 || variant.staged_fits())
@@ -206,9 +222,9 @@ void time_conv(std::FILE* out, const Graph<float, Dev>& g, int N, int k, int C, 
   }
 }
 
-// radial_modes: LayerParams::radial_mode values for the attention ops; radial_chunk: LayerParams::radial_chunk.
-void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const std::string& graph_dir,
-              const std::vector<int>& radial_modes, int radial_chunk) {
+void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
+  const int warmup = opt.warmup, reps = opt.reps, radial_chunk = opt.radial_chunk;
+  const std::string& graph_dir = opt.graph_dir;
   const RandomGraph rg = make_random_graph(N, k, 1000u + N + k);
   if (!graph_dir.empty()) {
     std::ofstream f(graph_dir + "/graph_" + std::to_string(N) + "_" + std::to_string(k) + ".bin", std::ios::binary);
@@ -227,7 +243,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     write_result(out, {"sh", N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1});
   }
   auto g = make_graph<float, Dev>(rg.x, N, rg.recv, rg.send);
-  time_conv(out, g, N, k, C, warmup, reps, fma_rate);  // conv with per-edge weights, all 34 paths
+  time_conv(out, g, N, k, C, warmup, reps, fma_rate, opt.conv_staged);  // conv with per-edge weights, all 34 paths
   {  // fused interaction + attention, L = 2 (model default), forward + adjoint
     constexpr int L = 2;
     const int A = 4, dk = 8, NB = 8, H = 32, P = num_paths(L, false);
@@ -252,25 +268,15 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
     // as in the model: the sender adjoint accumulates its forces / virial apart, so that the two adjoints can run side
-    // by side (LayerParams::concurrent_adjoints, default 1; BATMOBILE_CONCURRENT_ADJOINTS=0: one after the other)
+    // by side (LayerParams::concurrent_adjoints)
     work.f_send = decltype(f)("f_send", N, 3);
     work.vatom_send = decltype(f)("vatom_send", N, 6);
-    prm.concurrent_adjoints = env_int("BATMOBILE_CONCURRENT_ADJOINTS", 0, 1, prm.concurrent_adjoints);
-    // BATMOBILE_ADJ_MIN_BLOCKS=0: also the radial mode >= 1 ops with the adjoint kernels not capped at 168
-    // registers (LayerParams::adjoint_min_blocks = 0; op names end in _uncapped; the default is capped)
-    // BATMOBILE_FWD_MIN_BLOCKS=0: every attention op with the forward kernel uncapped (LayerParams::
-    // forward_min_blocks = 0; A/B in separate runs; default 4: at most 128 registers)
-    prm.forward_min_blocks = env_int("BATMOBILE_FWD_MIN_BLOCKS", 0, 4, prm.forward_min_blocks);
-    // BATMOBILE_BASIS_CHUNK=N: every attention op with LayerParams::basis_chunk = N (A/B in separate runs)
-    prm.basis_chunk = env_int("BATMOBILE_BASIS_CHUNK", 0, kMaxBasisChunk, prm.basis_chunk);
-    // BATMOBILE_CONST_SLOTS=0: every attention op with LayerParams::const_slot_launch = 0, Kokkos's launch (A/B in
-    // separate runs; default 1)
-    prm.const_slot_launch = env_int("BATMOBILE_CONST_SLOTS", 0, 1, prm.const_slot_launch);
-    // BATMOBILE_BENCH_TEAM=N: the attention ops with teams of N threads (C * S; 0 or unset: automatic), e.g. the
-    // halved edge split that MD uses from kManyAtoms local atoms on (src/model/model_impl.hpp)
-    const int ts = env_int("BATMOBILE_BENCH_TEAM", 0, 1024, 0);
-    const char* cap_env = std::getenv("BATMOBILE_ADJ_MIN_BLOCKS");
-    const bool with_uncapped = cap_env && std::string(cap_env) == "0";
+    prm.concurrent_adjoints = opt.concurrent_adjoints.value_or(prm.concurrent_adjoints);
+    prm.forward_min_blocks = opt.forward_min_blocks.value_or(prm.forward_min_blocks);
+    prm.basis_chunk = opt.basis_chunk.value_or(prm.basis_chunk);
+    prm.const_slot_launch = opt.const_slots.value_or(prm.const_slot_launch);
+    const int ts = opt.team;
+    const bool with_uncapped = opt.uncapped_adjoints;
     const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
     // Times one layer's attention ops with parameters p and the kernels of layer role R (kGeneralLayer or the first /
     // last layers' roles): forward + adjoint, and with forward_too the forward alone; rows attention_fwd_bwd<suffix>,
@@ -308,7 +314,7 @@ void run_case(std::FILE* out, int N, int k, int C, int warmup, int reps, const s
       write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                    extra);
     };
-    for (int mode : radial_modes)
+    for (int mode : opt.radial_modes)
       for (int cap : {default_cap, 0}) {
         if (cap == 0 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
         prm.radial_mode = mode;
@@ -438,24 +444,43 @@ void check_dump(const std::string& dir) {
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
-  std::string out_path, graph_dir, cases = "full", check_dir;
-  int reps = 50, warmup = 5, radial_chunk = 0;
-  std::vector<int> radial_modes = {0};
+  std::string out_path, cases = "full", check_dir;
+  BenchOptions opt;
   for (int a = 1; a < argc; ++a) {
     const std::string s = argv[a];
     auto next = [&]() -> std::string { return a + 1 < argc ? argv[++a] : ""; };
+    auto next_int = [&](int lo, int hi) { return parse_int(s, next(), lo, hi); };
     if (s == "--out") out_path = next();
-    else if (s == "--graph-dir") graph_dir = next();
-    else if (s == "--reps") reps = std::stoi(next());
-    else if (s == "--warmup") warmup = std::stoi(next());
+    else if (s == "--graph-dir") opt.graph_dir = next();
+    else if (s == "--reps") opt.reps = next_int(1, 100000);
+    else if (s == "--warmup") opt.warmup = next_int(0, 100000);
     else if (s == "--cases") cases = next();
     else if (s == "--check-dump") check_dir = next();
-    else if (s == "--radial-chunk") radial_chunk = std::stoi(next());
+    else if (s == "--radial-chunk") opt.radial_chunk = next_int(0, 8);
+    else if (s == "--team") opt.team = next_int(0, 1024);
+    else if (s == "--concurrent-adjoints") opt.concurrent_adjoints = next_int(0, 1);
+    else if (s == "--forward-min-blocks") opt.forward_min_blocks = next_int(0, 4);
+    else if (s == "--basis-chunk") opt.basis_chunk = next_int(0, kMaxBasisChunk);
+    else if (s == "--const-slots") opt.const_slots = next_int(0, 1);
+    else if (s == "--uncapped-adjoints") opt.uncapped_adjoints = true;
+    else if (s == "--conv-staged") {
+      const std::string list = next();
+      for (size_t from = 0; from <= list.size();) {
+        const size_t comma = std::min(list.find(',', from), list.size());
+        const std::string v = list.substr(from, comma - from);
+        if (v != "0" && v != "2" && v != "3") {  // ConvEdgeWeights::staged
+          std::fprintf(stderr, "batmobile_bench: --conv-staged takes a list of 0, 2 and 3, not '%s'\n", list.c_str());
+          return 2;
+        }
+        opt.conv_staged.push_back(std::stoi(v));
+        from = comma + 1;
+      }
+    }
     else if (s == "--radial-mode") {
       const std::string v = next();
-      if (v == "0" || v == "1" || v == "2" || v == "4") radial_modes = {std::stoi(v)};
-      else if (v == "both") radial_modes = {0, 1};
-      else if (v == "all") radial_modes = {0, 1, 2, 4};
+      if (v == "0" || v == "1" || v == "2" || v == "4") opt.radial_modes = {std::stoi(v)};
+      else if (v == "both") opt.radial_modes = {0, 1};
+      else if (v == "all") opt.radial_modes = {0, 1, 2, 4};
       else {
         std::fprintf(stderr, "--radial-mode: 0, 1, 2, 4, both or all\n");
         return 2;
@@ -475,14 +500,17 @@ int main(int argc, char** argv) {
   std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "w");
   if (!out) return 3;
   if (cases == "quick") {
-    run_case(out, 60, 6, 8, 1, 3, graph_dir, radial_modes, radial_chunk);
+    BenchOptions quick = opt;
+    quick.warmup = 1;
+    quick.reps = 3;
+    run_case(out, 60, 6, 8, quick);
   } else if (cases.find(':') != std::string::npos) {  // one custom case N:k:C
     int N = 0, k = 0, C = 0;
     if (std::sscanf(cases.c_str(), "%d:%d:%d", &N, &k, &C) != 3) return 2;
-    run_case(out, N, k, C, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, N, k, C, opt);
   } else {
-    run_case(out, 1000, 20, 32, warmup, reps, graph_dir, radial_modes, radial_chunk);
-    run_case(out, 10000, 30, 64, warmup, reps, graph_dir, radial_modes, radial_chunk);
+    run_case(out, 1000, 20, 32, opt);
+    run_case(out, 10000, 30, 64, opt);
   }
   if (out != stdout) std::fclose(out);
   return 0;

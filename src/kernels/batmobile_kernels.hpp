@@ -10,12 +10,10 @@
 //   eaas.hpp          Wigner-D to the edge frame, aligned-frame gather tables, SO(2) tensor product + adjoint
 //   tensor_core.hpp   TF32 tensor-core MMA (sm_80+), 3xTF32 split, fragment packing (radial mode 2)
 //   cuda_cache.hpp    blocks per SM of a Kokkos kernel on CUDA, check_cuda
-//   env_switch.hpp    integer A/B switches from the environment, read strictly
 #pragma once
 #include "common.hpp"
 #include "conv_weights.hpp"
 #include "cuda_cache.hpp"
-#include "env_switch.hpp"
 #include "eaas.hpp"
 #include "graph.hpp"
 #include "interaction.hpp"
