@@ -24,7 +24,8 @@
 //     --uncapped-adjoints       also the radial mode >= 1 ops with uncapped adjoint kernels (adjoint_min_blocks = 0;
 //                               op names end in _uncapped)
 //     --conv-staged LIST        also these ConvEdgeWeights::staged values, e.g. 0,2,3 (rows conv_fwd_bwd_unstaged,
-//                               conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not fit)
+//                               conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not
+//                               fit)
 //   median of --reps runs after --warmup runs, each bracketed by Kokkos::fence(). One JSON object per line
 //   is appended to --out. Peak bytes: device memory in use (cudaMemGetInfo) after the op minus before the case
 //   was set up (CUDA only, else null).
