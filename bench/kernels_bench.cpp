@@ -13,8 +13,9 @@
 //   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
 //   0, 1, 2 and 4); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
 //   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets
-//   radial_chunk. Attention records also carry the launch (team size, mode-1 chunk (0 = mode 0) and whether the
-//   tensor cores ran, of forward and adjoint).
+//   radial_chunk; --role-radial-mode the radial mode of the first and last layers' ops (rows ..._embedding_input,
+//   ..._scalar_output; default LayerParams's, 2). Attention records also carry the launch (team size, mode-1 chunk
+//   (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   Launch settings (default: the model's; LayerParams members in brackets):
 //     --team N                  attention ops with teams of N threads (C * edge split; 0: automatic)
 //     --concurrent-adjoints 0|1 the two adjoints side by side or one after the other (concurrent_adjoints)
@@ -102,7 +103,7 @@ struct BenchOptions {
   std::string graph_dir;
   std::vector<int> radial_modes = {0};
   std::vector<int> conv_staged;
-  std::optional<int> concurrent_adjoints, forward_min_blocks, basis_chunk, const_slots;
+  std::optional<int> concurrent_adjoints, forward_min_blocks, basis_chunk, const_slots, role_radial_mode;
   bool uncapped_adjoints = false;
 };
 
@@ -330,8 +331,8 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
         time_layer(std::integral_constant<int, kGeneralLayer>(), prm, suffix, cap == default_cap);
       }
     // The first and last layers' kernels (layer roles: embedding input, the paths (0, l, l), no dE/dh; scalar output,
-    // the paths (l, l, 0)), as MD runs them, with the default radial mode, the same radial MLP and the A/B settings
-    // above; op names end in _embedding_input, _scalar_output.
+    // the paths (l, l, 0)), as MD runs them, with the default radial mode (or --role-radial-mode), the same radial
+    // MLP and the A/B settings above; op names end in _embedding_input, _scalar_output.
     for (int role : {kEmbeddingInput, kScalarOutput}) {
       auto pe = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
                                                  rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2), role);
@@ -340,6 +341,7 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
       pe.const_slot_launch = prm.const_slot_launch;
       pe.concurrent_adjoints = prm.concurrent_adjoints;
       pe.radial_chunk = radial_chunk;
+      pe.radial_mode = opt.role_radial_mode.value_or(pe.radial_mode);
       if (role == kEmbeddingInput)
         time_layer(std::integral_constant<int, kEmbeddingInput>(), pe, "_embedding_input", true);
       else
@@ -464,6 +466,14 @@ int main(int argc, char** argv) {
     else if (s == "--basis-chunk") opt.basis_chunk = next_int(0, kMaxBasisChunk);
     else if (s == "--const-slots") opt.const_slots = next_int(0, 1);
     else if (s == "--uncapped-adjoints") opt.uncapped_adjoints = true;
+    else if (s == "--role-radial-mode") {
+      const std::string v = next();
+      if (v != "0" && v != "1" && v != "2" && v != "4") {
+        std::fprintf(stderr, "batmobile_bench: --role-radial-mode takes 0, 1, 2 or 4, not '%s'\n", v.c_str());
+        return 2;
+      }
+      opt.role_radial_mode = std::stoi(v);
+    }
     else if (s == "--conv-staged") {
       const std::string list = next();
       for (size_t from = 0; from <= list.size();) {

@@ -9,8 +9,10 @@
 # in the same run, BATMOBILE_BENCH_REPS default 20 here; writes bench/results/kernels_h200.json, ~1.5 min more;
 # set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings);
 # BATMOBILE_QUICK_BASE=TAR: an A/B against a baseline tree (TAR = `git archive REV` of the baseline, relative to
-# the repo root, e.g. in .carry/): its benchmark is built beside this one and both run radial mode 2 back to back
-# on BATMOBILE_QUICK_AB_CASES (default the quick cases) into OUTDIR/ab_{base,new}_CASE.jsonl;
+# the repo root, e.g. in .carry/): its benchmark is built beside this one and both run back to back, in radial mode 4
+# as MD's default precision mixed does, on BATMOBILE_QUICK_AB_CASES (default the quick cases) into
+# OUTDIR/ab_{base,new}_CASE.jsonl (the benchmark's kernels take their dimensions at run time, so this A/B also covers
+# models with dimensions other than the bundled ones);
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
 # changed).
@@ -69,7 +71,7 @@ if [ -n "$BB" ]; then
     for side in base new; do
       bin=$B/bench/batmobile_bench
       [ $side = base ] && bin=$BB/bench/batmobile_bench
-      "$bin" --cases "$c" --radial-mode 2 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
+      "$bin" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
       echo "== $side $c"; cat "$OUT/ab_${side}_${c//:/_}.jsonl"
     done
   done
