@@ -253,6 +253,39 @@ void with_dims(bool bundled, F&& f) {
   f(RuntimeDims{});
 }
 
+// The fused kernels that run_kernels launches for one dimension variant (forward; adjoints), functions of their own so
+// that a variant can be compiled in a source of its own: every fused kernel's constant-memory launch slots count
+// against CUDA's 64 KB per translation unit (cuda_launch.hpp), and float L = 2 with both variants is over it.
+template <class T>
+using View3 = Kokkos::View<T***, Kokkos::LayoutRight, Dev>;
+
+template <class T, int L, class Dims>
+void fused_forward(int role, const Graph<T, Dev>& g, const LayerParams<T, Dev>& prm, const View3<T>& h,
+                   KernelRun<T>& out, InteractionWork<T, Dev>& work, int team_size) {
+  with_role(role, [&](auto r) {
+    interaction_forward<T, Dev, L, true, decltype(r)::value, Dims>(g, prm, h, out.m, out.o, work, team_size);
+  });
+}
+
+template <class T, int L, class Dims>
+void fused_backward(int role, const Graph<T, Dev>& g, const LayerParams<T, Dev>& prm, const View3<T>& h,
+                    const View3<T>& gm, const View3<T>& go, KernelRun<T>& out, InteractionWork<T, Dev>& work,
+                    int team_size) {
+  with_role(role, [&](auto r) {
+    interaction_backward<T, Dev, L, true, decltype(r)::value, Dims>(g, prm, h, out.o, gm, go, out.gh, out.f,
+                                                                      out.vatom, work, team_size);
+  });
+}
+
+// INTERACTION_TEST_FUSED(, T, L, DIMS) instantiates both; INTERACTION_TEST_FUSED(extern, ...) declares them
+#define INTERACTION_TEST_FUSED(EXTERN, T, L, DIMS)                                                                   \
+  EXTERN template void fused_forward<T, L, DIMS>(int, const Graph<T, Dev>&, const LayerParams<T, Dev>&,               \
+                                                 const View3<T>&, KernelRun<T>&, InteractionWork<T, Dev>&, int);     \
+  EXTERN template void fused_backward<T, L, DIMS>(int, const Graph<T, Dev>&, const LayerParams<T, Dev>&,              \
+                                                  const View3<T>&, const View3<T>&, const View3<T>&, KernelRun<T>&,   \
+                                                  InteractionWork<T, Dev>&, int)
+INTERACTION_TEST_FUSED(extern, float, kBundledL, BundledDims);  // test_interaction_bundled.cpp
+
 template <class T, int L>
 KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
                          const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
@@ -285,11 +318,9 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   out.o = decltype(out.m)("o", S.n_recv, K, C);
   InteractionWork<T, Dev> work;
   work.qk_given = ln.qk_given;
-  with_role(ln.role, [&](auto role) {
-    with_dims<L>(ln.bundled_dims, [&](auto dims) {
-      interaction_forward<T, Dev, L, true, decltype(role)::value, decltype(dims)>(
-          g, prm, hv, out.m, out.o, work, ln.forward_team >= 0 ? ln.forward_team : team_size);
-    });
+  with_dims<L>(ln.bundled_dims, [&](auto dims) {
+    const int forward_team = ln.forward_team >= 0 ? ln.forward_team : team_size;
+    fused_forward<T, L, decltype(dims)>(ln.role, g, prm, hv, out, work, forward_team);
   });
   out.M = work.M;
   out.Z = work.Z;
@@ -303,11 +334,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
       work.f_send = decltype(out.f)("f_send", S.n_total, 3);
       work.vatom_send = decltype(out.f)("vatom_send", S.n_total, 6);
     }
-    with_role(ln.role, [&](auto role) {
-      with_dims<L>(ln.bundled_dims, [&](auto dims) {
-        interaction_backward<T, Dev, L, true, decltype(role)::value, decltype(dims)>(
-            g, prm, hv, out.o, gmv, gov, out.gh, out.f, out.vatom, work, team_size);
-      });
+    with_dims<L>(ln.bundled_dims, [&](auto dims) {
+      fused_backward<T, L, decltype(dims)>(ln.role, g, prm, hv, gmv, gov, out, work, team_size);
     });
     if (ln.send_accumulators) {  // keep the parts, then sum them as the model does
       out.f_send = decltype(out.f)("f_send_copy", S.n_total, 3);
@@ -327,7 +355,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
 }
 
 // The kernel sets: run_kernels<T, L> (which instantiates every fused kernel of T and L: radial modes, key widths,
-// register caps) is compiled in one source each, named here; the other sources only call it.
+// register caps; float L = 2's BundledDims kernels excepted, see fused_forward) is compiled in one source each, named
+// here; the other sources only call it.
 #define INTERACTION_TEST_RUN_KERNELS(T, L)                                                                      \
   template KernelRun<T> run_kernels<T, L>(const Model&, const System&, const std::vector<double>&,            \
                                           const std::vector<double>&, const std::vector<double>&,             \
