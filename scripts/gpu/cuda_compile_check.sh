@@ -11,7 +11,10 @@
 #      after --kernels)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
-#   scripts/gpu/cuda_compile_check.sh [--kernels [OBJECT ...]]
+#   4. with --tests, first the kernel tests for CUDA (test_interaction and the other GoogleTest executables of
+#      tests/kernels; ~6 min on 2 cores): ptxas rejects sources that the host build accepts, e.g. one whose fused
+#      kernels' constant-memory launch slots (cuda_launch.hpp) exceed 64 KB.
+#   scripts/gpu/cuda_compile_check.sh [--tests] [--kernels [OBJECT ...]]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 source "$HERE/common.sh"
@@ -40,6 +43,13 @@ log "pair style for CUDA (C++14)"
   -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi -O1 -std=c++14 -fPIC -expt-extended-lambda -arch=sm_90 \
   -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
 log "pair style: ok"
+if [ "${1:-}" = --tests ]; then
+  shift
+  log "kernel tests for CUDA"
+  ninja -C "$B" test_interaction test_conv_weights test_sh_cg test_eaas > "$B/tests_build.log" 2>&1 ||
+    { grep -m5 -B2 -A3 "error" "$B/tests_build.log"; log "kernel tests: FAILED ($B/tests_build.log)"; exit 1; }
+  log "kernel tests: ok"
+fi
 if [ "${1:-}" = --kernels ]; then
   shift
   objs=("$@")
