@@ -8,11 +8,12 @@
 # BATMOBILE_QUICK_E3NN=1: then bench/run_gpu_bench.sh with this build's benchmark (e3nn 0.6 cross-check and timings
 # in the same run, BATMOBILE_BENCH_REPS default 20 here; writes bench/results/kernels_h200.json, ~1.5 min more;
 # set BATMOBILE_QUICK_CASES=200:10:8 to skip the quick bench's own timings);
-# BATMOBILE_QUICK_BASE=TAR: an A/B against a baseline tree (TAR = `git archive REV` of the baseline, relative to
-# the repo root, e.g. in .carry/): its benchmark is built beside this one and both run back to back, in radial mode 4
-# as MD's default precision mixed does, on BATMOBILE_QUICK_AB_CASES (default the quick cases) into
-# OUTDIR/ab_{base,new}_CASE.jsonl (the benchmark's kernels take their dimensions at run time, so this A/B also covers
-# models with dimensions other than the bundled ones);
+# BATMOBILE_QUICK_BASE="TAR [TAR ...]": an A/B against one or more baseline trees (TAR = `git archive REV` of a
+# baseline, relative to the repo root, e.g. in .carry/): their benchmarks are built beside this one and all run back
+# to back, in radial mode 4 as MD's default precision mixed does, on BATMOBILE_QUICK_AB_CASES (default the quick
+# cases) into OUTDIR/ab_{base,base2,...,new}_CASE.jsonl (the benchmark's kernels take their dimensions at run time,
+# so this A/B also covers models with dimensions other than the bundled ones);
+# BATMOBILE_QUICK_BASE_TESTS=1: the baselines' interaction tests are built and run as well (test_interaction_base*.log);
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
 # changed).
@@ -34,27 +35,38 @@ configure() {  # configure SRC BUILD LOG
 }
 B=$BATMOBILE_CACHE/build/kernels-cuda
 configure . "$B" "$OUT/configure.log"
-BB=
-if [ -n "${BATMOBILE_QUICK_BASE:-}" ]; then  # the baseline's benchmark, built beside this tree's targets
-  BS=$BATMOBILE_CACHE/base-src BB=$BATMOBILE_CACHE/build/kernels-cuda-base
-  rm -rf "$BS" && mkdir -p "$BS" && tar -xf "$BATMOBILE_QUICK_BASE" -C "$BS" || { say "cannot unpack the base"; exit 1; }
-  configure "$BS" "$BB" "$OUT/configure_base.log"
-  cmake --build "$BB" -j "$(nproc)" --target batmobile_bench > "$OUT/build_base.log" 2>&1 &
-  BPID=$!
-fi
+SIDES=() BPIDS=()  # the baselines' names (base, base2, ...) and build processes, built beside this tree's targets
+BASE_TARGETS="batmobile_bench $([ "${BATMOBILE_QUICK_BASE_TESTS:-0}" = 1 ] && echo test_interaction)"
+for tarball in ${BATMOBILE_QUICK_BASE:-}; do
+  side=base$([ ${#SIDES[@]} -gt 0 ] && echo $(( ${#SIDES[@]} + 1 )))
+  BS=$BATMOBILE_CACHE/$side-src BB=$BATMOBILE_CACHE/build/kernels-cuda-$side
+  rm -rf "$BS" && mkdir -p "$BS" && tar -xf "$tarball" -C "$BS" || { say "cannot unpack $tarball"; exit 1; }
+  configure "$BS" "$BB" "$OUT/configure_$side.log"
+  cmake --build "$BB" -j "$(nproc)" --target $BASE_TARGETS > "$OUT/build_$side.log" 2>&1 &
+  SIDES+=("$side") BPIDS+=($!)
+  echo "$side: $tarball" >> "$OUT/bases.txt"
+done
 say "configured"
 CONV=${BATMOBILE_QUICK_CONV:-1}
 cmake --build "$B" -j "$(nproc)" --target test_interaction batmobile_bench $([ "$CONV" = 1 ] && echo test_conv_weights) \
   > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
-if [ -n "$BB" ]; then
-  wait "$BPID" || { say "base build failed"; grep -m5 -A5 "error" "$OUT/build_base.log"; exit 1; }
-fi
+for i in "${!SIDES[@]}"; do
+  wait "${BPIDS[$i]}" || { say "${SIDES[$i]} build failed"; grep -m5 -A5 "error" "$OUT/build_${SIDES[$i]}.log"; exit 1; }
+done
 say "built"
 rc=0
 "$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 ||
   rc=1
 tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_interaction.log" | head -20
+if [ "${BATMOBILE_QUICK_BASE_TESTS:-0}" = 1 ]; then
+  for side in "${SIDES[@]}"; do
+    log=$OUT/test_interaction_$side.log
+    "$BATMOBILE_CACHE/build/kernels-cuda-$side/tests/kernels/test_interaction" \
+      --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$log" 2>&1 || rc=1
+    echo "== $side"; tail -n 3 "$log"; grep -E "^\[  FAILED" "$log" | head -20
+  done
+fi
 if [ "$CONV" = 1 ]; then
   "$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
   tail -n 2 "$OUT/test_conv_weights.log"
@@ -66,11 +78,11 @@ for c in "${CASES[@]}"; do
     >> "$OUT/bench.log" 2>&1 || rc=1
   cat "$OUT/bench_${c//:/_}.jsonl"
 done
-if [ -n "$BB" ]; then
+if [ ${#SIDES[@]} -gt 0 ]; then
   for c in ${BATMOBILE_QUICK_AB_CASES:-${CASES[@]}}; do
-    for side in base new; do
+    for side in "${SIDES[@]}" new; do
       bin=$B/bench/batmobile_bench
-      [ $side = base ] && bin=$BB/bench/batmobile_bench
+      [ $side = new ] || bin=$BATMOBILE_CACHE/build/kernels-cuda-$side/bench/batmobile_bench
       "$bin" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
       echo "== $side $c"; cat "$OUT/ab_${side}_${c//:/_}.jsonl"
     done
