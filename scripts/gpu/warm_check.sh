@@ -13,8 +13,13 @@ T0=$(date +%s); DEADLINE=${BATMOBILE_WARM_DEADLINE_S:-585}
 say() { echo "[warm_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/warm_check.out"; }
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
-LMP=$(ls "$BATMOBILE_CACHE"/build/lammps-*-cuda-*/lammps/lmp 2>/dev/null | head -n1)
-[ -x "$LMP" ] || { say "no CUDA LAMMPS build in $BATMOBILE_CACHE (run scripts/gpu/md_ab.sh first on this machine)"; exit 2; }
+# the CUDA LAMMPS build of this checkout (compare_builds.sh leaves another one, of its old tree, beside it)
+LMP=
+for l in "$BATMOBILE_CACHE"/build/lammps-*-cuda-*/lammps/lmp; do
+  grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$REPO/cmake/lammps" "${l%/lammps/lmp}/CMakeCache.txt" 2>/dev/null &&
+    { LMP=$l; break; }
+done
+[ -x "$LMP" ] || { say "no CUDA LAMMPS build of $REPO in $BATMOBILE_CACHE (run scripts/gpu/md_ab.sh first)"; exit 2; }
 LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
 source scripts/gpu/cuda_tree.sh
 TB=${BATMOBILE_WARM_TEST_BUILD:-/tmp/batmobile-test-cuda}
