@@ -12,7 +12,8 @@
 # baseline, relative to the repo root, e.g. in .carry/): their benchmarks are built beside this one and all run back
 # to back, in radial mode 4 as MD's default precision mixed does, on BATMOBILE_QUICK_AB_CASES (default the quick
 # cases) into OUTDIR/ab_{base,base2,...,new}_CASE.jsonl (the benchmark's kernels take their dimensions at run time,
-# so this A/B also covers models with dimensions other than the bundled ones);
+# so this A/B also covers models with dimensions other than the bundled ones; bench/kernels_ab.py prints the times
+# side by side with their ratios to the first baseline, into OUTDIR/ab_summary.txt);
 # BATMOBILE_QUICK_BASE_TESTS=1: the baselines' interaction tests are built and run as well (test_interaction_base*.log);
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
@@ -84,10 +85,11 @@ if [ ${#SIDES[@]} -gt 0 ]; then
       bin=$B/bench/batmobile_bench
       [ $side = new ] || bin=$BATMOBILE_CACHE/build/kernels-cuda-$side/bench/batmobile_bench
       "$bin" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
-      echo "== $side $c"; cat "$OUT/ab_${side}_${c//:/_}.jsonl"
+      echo "== $side $c: $(wc -l < "$OUT/ab_${side}_${c//:/_}.jsonl") rows"
     done
   done
   say "A/B done"
+  python3 bench/kernels_ab.py "$OUT" | tee "$OUT/ab_summary.txt"
 fi
 if [ -n "${BATMOBILE_QUICK_NCU:-}" ] && command -v ncu > /dev/null; then
   # Kokkos launches every kernel through one wrapper function: match the demangled name (functor and tag)
