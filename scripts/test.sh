@@ -33,6 +33,10 @@ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$KOKKOS_PR
 cmake --build "$B" -j "$(build_jobs)"
 
 failed=()
+# LAMMPS started without mpirun (an Open MPI singleton) runs without forking Open MPI's support daemon: that fork is
+# the slow part of a singleton's start and on a loaded machine it sometimes fails ("Unable to start a daemon on the
+# local node"); nothing here spawns MPI processes from a singleton.
+export OMPI_MCA_ess_singleton_isolated=1
 stage "ctest"
 ctest --test-dir "$B" --output-on-failure --timeout 1800 || failed+=(ctest)
 if [ -d python/tests ]; then
