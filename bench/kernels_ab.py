@@ -68,7 +68,8 @@ def main(argv):
         sys.exit(f"no ab_<side>_<case>.jsonl files in {argv[1]}")
     bases = os.path.join(argv[1], "bases.txt")
     if os.path.exists(bases):
-        print(open(bases).read().rstrip())
+        with open(bases) as f:
+            print(f.read().rstrip())
     print("\n".join(table(cases)))
 
 

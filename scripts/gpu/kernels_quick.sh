@@ -35,15 +35,18 @@ configure() {  # configure SRC BUILD LOG
     > "$3" 2>&1 || { say "configure failed ($3)"; tail -20 "$3"; exit 1; }
 }
 B=$BATMOBILE_CACHE/build/kernels-cuda
+build_of() { [ "$1" = new ] && echo "$B" || echo "$B-$1"; }  # build_of SIDE: the build directory of new or a base
 configure . "$B" "$OUT/configure.log"
 SIDES=() BPIDS=()  # the baselines' names (base, base2, ...) and build processes, built beside this tree's targets
 BASE_TARGETS="batmobile_bench $([ "${BATMOBILE_QUICK_BASE_TESTS:-0}" = 1 ] && echo test_interaction)"
+: > "$OUT/bases.txt"
 for tarball in ${BATMOBILE_QUICK_BASE:-}; do
-  side=base$([ ${#SIDES[@]} -gt 0 ] && echo $(( ${#SIDES[@]} + 1 )))
-  BS=$BATMOBILE_CACHE/$side-src BB=$BATMOBILE_CACHE/build/kernels-cuda-$side
+  side=base
+  [ ${#SIDES[@]} -gt 0 ] && side=base$(( ${#SIDES[@]} + 1 ))
+  BS=$BATMOBILE_CACHE/$side-src
   rm -rf "$BS" && mkdir -p "$BS" && tar -xf "$tarball" -C "$BS" || { say "cannot unpack $tarball"; exit 1; }
-  configure "$BS" "$BB" "$OUT/configure_$side.log"
-  cmake --build "$BB" -j "$(nproc)" --target $BASE_TARGETS > "$OUT/build_$side.log" 2>&1 &
+  configure "$BS" "$(build_of "$side")" "$OUT/configure_$side.log"
+  cmake --build "$(build_of "$side")" -j "$(nproc)" --target $BASE_TARGETS > "$OUT/build_$side.log" 2>&1 &
   SIDES+=("$side") BPIDS+=($!)
   echo "$side: $tarball" >> "$OUT/bases.txt"
 done
@@ -53,20 +56,18 @@ cmake --build "$B" -j "$(nproc)" --target test_interaction batmobile_bench $([ "
   > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1; }
 for i in "${!SIDES[@]}"; do
-  wait "${BPIDS[$i]}" || { say "${SIDES[$i]} build failed"; grep -m5 -A5 "error" "$OUT/build_${SIDES[$i]}.log"; exit 1; }
+  wait "${BPIDS[$i]}" ||
+    { say "${SIDES[$i]} build failed"; grep -m5 -A5 "error" "$OUT/build_${SIDES[$i]}.log"; exit 1; }
 done
 say "built"
 rc=0
-"$B/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$OUT/test_interaction.log" 2>&1 ||
-  rc=1
-tail -n 5 "$OUT/test_interaction.log"; grep -E "^\[  FAILED|Failure" "$OUT/test_interaction.log" | head -20
+interaction_tests() {  # interaction_tests SIDE LOG: this tree's (new) or a baseline's interaction tests on the GPU
+  "$(build_of "$1")/tests/kernels/test_interaction" --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$2" 2>&1 || rc=1
+  echo "== $1"; tail -n 5 "$2"; grep -E "^\[  FAILED|Failure" "$2" | head -20
+}
+interaction_tests new "$OUT/test_interaction.log"
 if [ "${BATMOBILE_QUICK_BASE_TESTS:-0}" = 1 ]; then
-  for side in "${SIDES[@]}"; do
-    log=$OUT/test_interaction_$side.log
-    "$BATMOBILE_CACHE/build/kernels-cuda-$side/tests/kernels/test_interaction" \
-      --gtest_filter="${BATMOBILE_QUICK_FILTER:-*}" > "$log" 2>&1 || rc=1
-    echo "== $side"; tail -n 3 "$log"; grep -E "^\[  FAILED" "$log" | head -20
-  done
+  for side in "${SIDES[@]}"; do interaction_tests "$side" "$OUT/test_interaction_$side.log"; done
 fi
 if [ "$CONV" = 1 ]; then
   "$B/tests/kernels/test_conv_weights" > "$OUT/test_conv_weights.log" 2>&1 || rc=1
@@ -82,9 +83,8 @@ done
 if [ ${#SIDES[@]} -gt 0 ]; then
   for c in ${BATMOBILE_QUICK_AB_CASES:-${CASES[@]}}; do
     for side in "${SIDES[@]}" new; do
-      bin=$B/bench/batmobile_bench
-      [ $side = new ] || bin=$BATMOBILE_CACHE/build/kernels-cuda-$side/bench/batmobile_bench
-      "$bin" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
+      "$(build_of "$side")/bench/batmobile_bench" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 \
+        --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
       echo "== $side $c: $(wc -l < "$OUT/ab_${side}_${c//:/_}.jsonl") rows"
     done
   done
