@@ -25,6 +25,27 @@ struct ContractWithDw {
   KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, dw[p]}; }
 };
 
+// The same for dE/dwv_p, the attention values' weights, which also sums wv_p dE/dwv_p into *gs: with
+// dE/dwv_p = p alpha_p go_i . CG_p(h_j, Y), that sum is p go_i . v_ij, the value part of dE/ds = p go_i . (v_ij - o_i),
+// so the adjoint needs no forward product of its own for v_ij.
+template <class T, class WV, class DW>
+struct ContractValues {
+  T* gd;
+  T* gs;
+  WV wv;
+  DW dwv;
+  struct Term {
+    T* gd;
+    T* gs;
+    T f, v;
+    KOKKOS_INLINE_FUNCTION void operator+=(T x) const {
+      *gd += x * f;
+      *gs += x * v;
+    }
+  };
+  KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, gs, dwv[p], wv[p]}; }
+};
+
 // dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
 // Mode 1 reads the radial outputs from team scratch path by path (RadialColumn); mode 0 computes them into
 // registers (EdgeRadial).
@@ -63,26 +84,25 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   T gd = T(0), gs = T(0), pw = T(0);
   if constexpr (ATTN) {
     pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
-    T v[K];
-    for (int kk = 0; kk < K; ++kk) v[kk] = T(0);
-    tp_fwd2<L, T, Paths>(hj, Y, w, wv, T(0), T(1), nullptr, v);  // the value part only
-    T tt = T(0);
+    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i,
+    // its p go_i . v from tp_adjoint's dE/dwv (ContractValues)
+    T go_o = T(0);
     const auto gor = components(go, i, c), orow = components(o, i, c);
     for (int kk = 0; kk < K; ++kk) {
       goi[kk] = kk < KO ? gor[kk] : T(0);
-      if (kk < KO) tt += goi[kk] * (v[kk] - orow[kk]);
+      if (kk < KO) go_o += goi[kk] * orow[kk];
     }
-    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it); de/ds = e and
-    // de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
-    gs = tt * pw;
-    gd += gs * ch.dlg(t, a);
+    gs = -pw * go_o;
   } else {
     for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
   }
   // dE/dw_p and dE/dwv_p go straight into gd = dE/dd (path order: w_p then wv_p, as a loop over p would add them)
-  const ContractWithDw<T, DW> gw{&gd, dw}, gwv{&gd, dwv};
+  const ContractWithDw<T, DW> gw{&gd, dw};
+  const ContractValues<T, W, DW> gwv{&gd, &gs, wv, dwv};
   tp_adjoint<L, false, SENDER && FEATURE_GRAD, ATTN, T, true, Paths>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY,
                                                                     gw, gwv);
+  // de/ds = e and de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
+  if constexpr (ATTN) gd += gs * ch.dlg(t, a);
   // dE/dr = gd r / d + the SH part, in reverse mode from the unit vector (sh_vjp_unit)
   const T rhat[3] = {r[0] * inv_d, r[1] * inv_d, r[2] * inv_d};
   for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
