@@ -52,18 +52,18 @@ struct ContractValues {
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint(
-    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T* gr, T* ghj, T* gs_out) const {
+    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o, T* gr, T* ghj, T* gs_out) const {
   if constexpr (Ch::team_radial) {
     using Col = RadialColumn<T>;
     const int C = prm.C;
     const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C}, Col{dw, P, C}, gr,
-                                ghj, gs_out);
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
+                                Col{dw, P, C}, gr, ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
     const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, w, wv, dw, dwv, gr, ghj, gs_out);
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
   }
 }
 
@@ -71,8 +71,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch, class W, class DW>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint_radial(
-    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, const W& w, const W& wv, const DW& dw,
-    const DW& dwv, T* gr, T* ghj, T* gs_out) const {
+    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o, const W& w, const W& wv,
+    const DW& dw, const DW& dwv, T* gr, T* ghj, T* gs_out) const {
   T Y[K], hj[K], gmi[K], goi[K];
   const T inv_d = T(1) / d;
   sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
@@ -84,15 +84,12 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   T gd = T(0), gs = T(0), pw = T(0);
   if constexpr (ATTN) {
     pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
-    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i,
-    // its p go_i . v from tp_adjoint's dE/dwv (ContractValues)
-    T go_o = T(0);
-    const auto gor = components(go, i, c), orow = components(o, i, c);
-    for (int kk = 0; kk < K; ++kk) {
-      goi[kk] = kk < KO ? gor[kk] : T(0);
-      if (kk < KO) go_o += goi[kk] * orow[kk];
-    }
-    gs = -pw * go_o;
+    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i
+    // (the receiver pass's go_o, the same for all its edges), its p go_i . v from tp_adjoint's dE/dwv
+    // (ContractValues)
+    const auto gor = components(go, i, c);
+    for (int kk = 0; kk < K; ++kk) goi[kk] = kk < KO ? gor[kk] : T(0);
+    gs = -pw * (SENDER ? receiver_go_o(i, c) : go_o);
   } else {
     for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
   }
@@ -110,12 +107,25 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   *gs_out = gs;
 }
 
+// go_i . o_i of receiver i and channel c (its l = 0 part alone for a scalar output): a term of dE/ds for every edge
+// into i.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::receiver_go_o(int i, int c) const {
+  T s = T(0);
+  if constexpr (ATTN) {
+    const auto gor = components(go, i, c), orow = components(o, i, c);
+    for (int kk = 0; kk < KO; ++kk) s += gor[kk] * orow[kk];
+  }
+  return s;
+}
+
 // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
-// (A = double, or T for the per-thread partials of the GPU path, see adjoint_team).
+// (A = double, or T for the per-thread partials of the GPU path, see adjoint_team). go_o: receiver_go_o of the
+// receiver pass's atom (unused by the sender pass, whose receivers differ per edge).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_edge(int atom, int c, int a,
-                                                                                          const Ch& ch, int t,
+                                                                                          const Ch& ch, int t, T go_o,
                                                                                           A* acc, T* ghj) const {
   const int other = ch.other(t);
   if (other < 0) return;
@@ -123,7 +133,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
   const T d = ch.geo(t, 3);
   T gr[3], gs;
-  edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, gr, ghj, &gs);
+  edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, go_o, gr, ghj, &gs);
   // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
   for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
   tally_virial(acc, r, gr);
@@ -180,6 +190,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     for (int v = 0; v < NV; ++v) acc[v] = 0;
     T ghj[K];
     for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
+    const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
     for (int start = s0; start < s1; start += ch.radial_edges) {
       const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
       if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
@@ -187,7 +198,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-      for (int t = first + sl; t < first + n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+      for (int t = first + sl; t < first + n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, go_o, acc, ghj);
     }
     if (TEAM_RADIAL) team.team_barrier();  // part and buf overlap the last chunk
     const scratch part = part_of(ch, S);
@@ -218,7 +229,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
         for (int v = 0; v < NV; ++v) acc[v] = 0;
         T ghj[K];
         for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-        for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, acc, ghj);
+        const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
+        for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, go_o, acc, ghj);
         if (SENDER && FEATURE_GRAD)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
         for (int v = 0; v < NV; ++v)

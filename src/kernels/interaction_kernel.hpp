@@ -256,18 +256,19 @@ struct InteractionKernel {
 
   // Adjoint stages (interaction_adjoint.hpp).
   template <bool SENDER, class Ch>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T* gr,
-                                           T* ghj, T* gs_out) const;
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o,
+                                           T* gr, T* ghj, T* gs_out) const;
   template <bool SENDER, class Ch, class W, class DW>
   KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
-                                                  const W& w, const W& wv, const DW& dw, const DW& dwv, T* gr,
-                                                  T* ghj, T* gs_out) const;
+                                                  T go_o, const W& w, const W& wv, const DW& dw, const DW& dwv,
+                                                  T* gr, T* ghj, T* gs_out) const;
   template <class A>
   KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
   }
   template <bool SENDER, class Ch, class A>
-  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, A* acc, T* ghj) const;
+  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
+  KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const;
   template <bool SENDER, bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;
