@@ -73,26 +73,45 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const
     const T alpha = T(PS::alpha(p));
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
-    // t_a = sum_{b,k} CG_abk Y_b g_k serves both dE/dh_a (= alpha w t_a) and dE/dw (= alpha h . t): one CG
-    // contraction for the two instead of a separate triple-product dot (3 operations per CG entry) for dE/dw.
-    T gb[n3], t[n1], G[n3];
-    for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
-    for (int a = 0; a < n1; ++a) t[a] = T(0);
-    CG::adj_a(gb, Yb, T(1), t);
-    const T wp = cm * w[p];
-    if constexpr (NEED_W) gw[p] += cm * alpha * dot_n<n1>(hb, t);
-    if constexpr (NEED_H)
-      for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wp * t[a];
-    for (int m = 0; m < n3; ++m) G[m] = wp * gb[m];
-    if constexpr (TWO) {
-      for (int m = 0; m < n3; ++m) gb[m] = go[o + m];
+    T gb[n3], G[n3];
+    if constexpr (!NEED_H && 2 * n3 < CG::count + 2 * n1) {
+      // Without dE/dh: dE/dw = alpha gm . CG(h, Y), so one forward product x serves both upstreams where it costs
+      // less than their two adjoint contractions (every path with l1 > 0).
+      T x[n3];
+      for (int m = 0; m < n3; ++m) x[m] = T(0);
+      CG::fwd(hb, Yb, alpha, x);
+      for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
+      if constexpr (NEED_W) gw[p] += cm * dot_n<n3>(gb, x);
+      const T wp = cm * w[p];
+      for (int m = 0; m < n3; ++m) G[m] = wp * gb[m];
+      if constexpr (TWO) {
+        for (int m = 0; m < n3; ++m) gb[m] = go[o + m];
+        if constexpr (NEED_W) gwv[p] += cv * dot_n<n3>(gb, x);
+        const T wvp = cv * wv[p];
+        for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
+      }
+    } else {
+      // t_a = sum_{b,k} CG_abk Y_b g_k serves both dE/dh_a (= alpha w t_a) and dE/dw (= alpha h . t): one CG
+      // contraction for the two instead of a separate triple-product dot (3 operations per CG entry) for dE/dw.
+      T t[n1];
+      for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
       for (int a = 0; a < n1; ++a) t[a] = T(0);
       CG::adj_a(gb, Yb, T(1), t);
-      const T wvp = cv * wv[p];
-      if constexpr (NEED_W) gwv[p] += cv * alpha * dot_n<n1>(hb, t);
+      const T wp = cm * w[p];
+      if constexpr (NEED_W) gw[p] += cm * alpha * dot_n<n1>(hb, t);
       if constexpr (NEED_H)
-        for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wvp * t[a];
-      for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
+        for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wp * t[a];
+      for (int m = 0; m < n3; ++m) G[m] = wp * gb[m];
+      if constexpr (TWO) {
+        for (int m = 0; m < n3; ++m) gb[m] = go[o + m];
+        for (int a = 0; a < n1; ++a) t[a] = T(0);
+        CG::adj_a(gb, Yb, T(1), t);
+        const T wvp = cv * wv[p];
+        if constexpr (NEED_W) gwv[p] += cv * alpha * dot_n<n1>(hb, t);
+        if constexpr (NEED_H)
+          for (int a = 0; a < n1; ++a) gh[q.l1 * q.l1 + a] += alpha * wvp * t[a];
+        for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
+      }
     }
     CG::adj_b(hb, G, alpha, gY + q.l2 * q.l2);
   });
