@@ -74,9 +74,13 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const
     const T* hb = h + q.l1 * q.l1;
     const T* Yb = Y + q.l2 * q.l2;
     T gb[n3], G[n3];
-    if constexpr (!NEED_H && 2 * n3 < CG::count + 2 * n1) {
-      // Without dE/dh: dE/dw = alpha gm . CG(h, Y), so one forward product x serves both upstreams where it costs
-      // less than their two adjoint contractions (every path with l1 > 0).
+    // Two forms with the same results. The forward form: dE/dw = alpha gm . CG(h, Y) and dE/dwv = alpha go . CG(h, Y)
+    // from one forward product x, and dE/dh = alpha CG^T(G, Y) from one adjoint contraction of the combined upstream
+    // G = cm w gm + cv wv go. The adjoint form: per upstream one adjoint contraction t, which gives both dE/dh and
+    // (with h . t) dE/dw. Without dE/dh the forward form saves a contraction wherever 2 n3 < count + 2 n1 (every path
+    // with l1 > 0); with it, it has as many and saves dot products wherever 2 n3 < 3 n1.
+    constexpr bool forward_form = NEED_H ? 2 * n3 < 3 * n1 : 2 * n3 < CG::count + 2 * n1;
+    if constexpr (forward_form) {
       T x[n3];
       for (int m = 0; m < n3; ++m) x[m] = T(0);
       CG::fwd(hb, Yb, alpha, x);
@@ -90,9 +94,9 @@ KOKKOS_INLINE_FUNCTION void tp_adjoint(const T* h, const T* Y, const W& w, const
         const T wvp = cv * wv[p];
         for (int m = 0; m < n3; ++m) G[m] += wvp * gb[m];
       }
+      if constexpr (NEED_H) CG::adj_a(G, Yb, alpha, gh + q.l1 * q.l1);
     } else {
-      // t_a = sum_{b,k} CG_abk Y_b g_k serves both dE/dh_a (= alpha w t_a) and dE/dw (= alpha h . t): one CG
-      // contraction for the two instead of a separate triple-product dot (3 operations per CG entry) for dE/dw.
+      // t_a = sum_{b,k} CG_abk Y_b g_k (rather than a triple-product dot for dE/dw, 3 operations per CG entry)
       T t[n1];
       for (int m = 0; m < n3; ++m) gb[m] = gm[o + m];
       for (int a = 0; a < n1; ++a) t[a] = T(0);
