@@ -89,7 +89,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     // (ContractValues)
     const auto gor = components(go, i, c);
     for (int kk = 0; kk < K; ++kk) goi[kk] = kk < KO ? gor[kk] : T(0);
-    gs = -pw * (SENDER ? receiver_go_o(i, c) : go_o);
+    gs = -pw * (SENDER ? dot_o(i, c, goi) : go_o);
   } else {
     for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
   }
@@ -111,11 +111,18 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 // into i.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::receiver_go_o(int i, int c) const {
+  if constexpr (ATTN) return dot_o(i, c, components(go, i, c));
+  return T(0);
+}
+
+// go_i . o_i given go_i's components goi (the sender pass has them loaded already).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <class G>
+KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::dot_o(int i, int c,
+                                                                                     const G& goi) const {
+  const auto orow = components(o, i, c);
   T s = T(0);
-  if constexpr (ATTN) {
-    const auto gor = components(go, i, c), orow = components(o, i, c);
-    for (int kk = 0; kk < KO; ++kk) s += gor[kk] * orow[kk];
-  }
+  for (int kk = 0; kk < KO; ++kk) s += goi[kk] * orow[kk];
   return s;
 }
 

@@ -269,6 +269,8 @@ struct InteractionKernel {
   template <bool SENDER, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;
+  template <class G>
+  KOKKOS_INLINE_FUNCTION T dot_o(int i, int c, const G& goi) const;
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const;
   template <bool SENDER, bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;
