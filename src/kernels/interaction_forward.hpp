@@ -113,12 +113,14 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     // online softmax over s + log u (edge_head_terms); an edge whose u rounds to <= 0 next to r_c has weight 0
     const T s = ch.lg(t, a);
     if (s > T(kMaskedLogit)) {
-      const T new_max = s > run_max ? s : run_max;
-      const T corr = exp(run_max - new_max);
-      const T wgt = exp(s - new_max);
+      // one exponential per edge: of the rescale of the running sums and the edge's weight, the one whose argument
+      // is not 0 (exp(0) = 1 exactly, so the sums are those of evaluating both)
+      const bool new_max = s > run_max;
+      const T e = exp(new_max ? run_max - s : s - run_max);
+      const T corr = new_max ? e : T(1), wgt = new_max ? T(1) : e;
       run_z = run_z * corr + wgt;
       for (int kk = 0; kk < K; ++kk) acco[kk] = acco[kk] * corr + wgt * v[kk];
-      run_max = new_max;
+      run_max = new_max ? s : run_max;
     }
   } else {
     tp_fwd<L, false, Paths>(hj, Y, R.w, T(1), accm);
