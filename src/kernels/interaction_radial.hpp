@@ -74,6 +74,43 @@ KOKKOS_INLINE_FUNCTION constexpr int gemm_block(int chunk_edges) { return chunk_
 // Mode 2: chunk edges per MMA chain of radial_mma: the 8 B columns hold 8 edges (forward) or s and ds/dd of 4
 // (adjoint).
 KOKKOS_INLINE_FUNCTION constexpr int mma_edges(bool adjoint) { return adjoint ? 4 : 8; }
+// The chain edge of MMA column n (B's and D's; MmaTile and F16Tile share these columns). Lane l holds the D columns
+// 2 (l % 4) and 2 (l % 4) + 1, in its registers r % 2 = 0 and 1. Adjoint: column n holds s (n even) or ds/dd (n odd)
+// of edge n / 2, so that a lane holds both accumulators of one edge, and w and dw need no exchange between lanes.
+// Forward: the lane's edges are l % 4 and l % 4 + 4, so that the lanes of one store write 4 consecutive edge rows, as
+// the adjoint's do (rows padded to a stride of 8 or 24 modulo 32 banks would then spread each store over all banks).
+KOKKOS_INLINE_FUNCTION constexpr int mma_column_edge(bool adjoint, int n) {
+  return n / 2 + (adjoint ? 0 : 4 * (n % 2));
+}
+KOKKOS_INLINE_FUNCTION constexpr bool mma_column_is_sd(bool adjoint, int n) { return adjoint && n % 2 == 1; }
+// The chain edge of lane l's D registers r % 2 = x (forward: x = 0, 1; adjoint: both hold edge x = 0's).
+KOKKOS_INLINE_FUNCTION constexpr int mma_lane_edge(bool adjoint, int l, int x) {
+  return mma_column_edge(adjoint, MmaTile::c_col(l, adjoint ? 0 : x));
+}
+
+// Radial modes 2 and 4: one 16-column tile's accumulators acc (lane's D fragment) of the chain from edge t0, scaled by
+// the envelope u[x] (du = du/dd) of the lane's edges t0 + mma_lane_edge(GRAD, lane, x). Forward: w = u acc into w.
+// Adjoint: s in registers 0 and 2, ds/dd in 1 and 3: w = u acc_s into w and dw = du acc_s + u acc_sd into dw. Edges
+// >= nf are not written. (Host-callable for the layout test.)
+template <bool GRAD>
+KOKKOS_INLINE_FUNCTION void store_mma_tile(const float* acc, int lane, int tile, int t0, int nf, const float* u,
+                                           const float* du, float* w, float* dw, int ostride) {
+  if constexpr (GRAD) {
+    const int e = t0 + mma_lane_edge(true, lane, 0);
+    if (e < nf)
+      for (int r = 0; r < 4; r += 2) {
+        const int col = tile * MmaTile::M + MmaTile::c_row(lane, r);
+        w[e * ostride + col] = u[0] * acc[r];
+        dw[e * ostride + col] = du[0] * acc[r] + u[0] * acc[r + 1];
+      }
+  } else {
+    (void)du, (void)dw;
+    for (int r = 0; r < 4; ++r) {
+      const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2, e = t0 + mma_lane_edge(false, lane, x);
+      if (e < nf) w[e * ostride + col] = u[x] * acc[r];
+    }
+  }
+}
 
 template <class T, int N>
 struct alignas(N * sizeof(T)) ScratchPack {  // N consecutive scratch values read as one (vector) load
@@ -127,28 +164,12 @@ KOKKOS_INLINE_FUNCTION void radial_gemm(const Member& team, const Params& prm, c
   }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// Radial modes 2 and 4: one 16-column tile's accumulators acc (D fragment) scaled by the envelope into w, or into dw
-// on the adjoint's dw lanes (see radial_mma).
-template <bool GRAD>
-__device__ inline void store_mma_tile(const float* acc, int lane, int tile, int e0, int nf, const float* u,
-                                      const float* du, bool dw_lane, float* out, int ostride) {
-  for (int r = 0; r < 4; ++r) {
-    const int col = tile * MmaTile::M + MmaTile::c_row(lane, r), x = r % 2;
-    const float other = GRAD ? __shfl_xor_sync(0xffffffffu, acc[r], 2) : 0.f;
-    const float value = dw_lane ? du[x] * other + u[x] * acc[r] : u[x] * acc[r];
-    if (e0 + x < nf) out[(e0 + x) * ostride + col] = value;
-  }
-}
-#endif
-
 // Radial mode 2: the outputs of radial_gemm, w(t, col) = u(d_t) sum_h W2t(h, col) s(h, t) (and dw/dd), on tensor
 // cores, 3xTF32 with fp32 accumulation (tensor_core.hpp). Warp w takes the 16-column tiles w, w + warps, ...
 // (A = W2t^T from the packed fragments W2tc, one 16-byte load per lane and k step); B holds, in its 8 columns, 8
-// chunk edges (forward) or s and ds/dd of 4 edges (adjoint), read and split per tile (keeping them in registers
-// for all tiles made the adjoints spill). In the adjoint, lanes l%4 < 2 hold the accumulators of w and lane l ^ 2
-// those of dw (same column and edges): one shuffle gives each what it needs, the first write w and the second dw.
-// Columns n of B past nf are zero and their outputs are not written.
+// chunk edges (forward) or s and ds/dd of 4 edges (adjoint, interleaved: mma_column_edge), read and split per tile
+// (keeping them in registers for all tiles made the adjoints spill). Columns n of B past nf are zero and their
+// outputs are not written.
 template <class T, int NW, bool GRAD, class Params, class Member, class Ch>
 KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, const Ch& ch, int first, int nf) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -156,20 +177,17 @@ KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, co
     const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
     const int KS = prm.H / MmaTile::K, tiles = NW * prm.C / MmaTile::M;
     constexpr int EG = mma_edges(GRAD);  // chunk edges per MMA chain
-    const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
-    const bool dw_lane = GRAD && c0 >= 4;
+    const int n = MmaTile::b_col(lane);
     const float4* frag = reinterpret_cast<const float4*>(prm.W2tc.data());
     for (int t0 = 0; t0 < nf; t0 += EG) {
-      const int eb = t0 + (GRAD ? n % 4 : n);  // edge of this lane's B column
-      const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, first + eb) : nullptr;
+      const int eb = t0 + mma_column_edge(GRAD, n);  // edge of this lane's B column
+      const float* bsrc = eb < nf ? &(mma_column_is_sd(GRAD, n) ? ch.sd : ch.s)(0, first + eb) : nullptr;
       const int bstride = ch.s.stride(0);
-      const int e0 = t0 + (GRAD ? c0 % 4 : c0);  // edges e0, e0 + 1 of this lane's D registers r % 2 = 0, 1
-      float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
-      for (int x = 0; x < 2; ++x)
-        if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
-      // this lane's outputs: w, or dw on the adjoint's dw lanes (w and dw have the same shape); a select instead of
-      // a branch per store, whose two paths the warp would run one after the other
-      float* const out = GRAD && dw_lane ? ch.dw.data() : ch.w.data();
+      float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};  // of this lane's D edges (store_mma_tile)
+      for (int x = 0; x < (GRAD ? 1 : 2); ++x) {
+        const int e = t0 + mma_lane_edge(GRAD, lane, x);
+        if (e < nf) u[x] = envelope(ch.geo(first + e, 3), prm.r_c, &du[x]);
+      }
       const int ostride = int(ch.w.stride(0));
       for (int tile = warp; tile < tiles; tile += warps) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -186,7 +204,7 @@ KOKKOS_INLINE_FUNCTION void radial_mma(const Member& team, const Params& prm, co
           split_tf32(a.w, ab[3], as[3]);
           mma_tf32_3x(acc, ab, as, bb, bs);
         }
-        store_mma_tile<GRAD>(acc, lane, tile, e0, nf, u, du, dw_lane, out, ostride);
+        store_mma_tile<GRAD>(acc, lane, tile, t0, nf, u, du, ch.w.data(), ch.dw.data(), ostride);
       }
     }
   }
@@ -208,15 +226,13 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
     const int tr = team.team_rank(), lane = tr & 31, warp = tr >> 5, warps = team.team_size() >> 5;
     const int KS = prm.H / F16Tile::K, tiles = NW * prm.C / F16Tile::M;
     constexpr int EG = mma_edges(GRAD);
-    const int n = MmaTile::b_col(lane), c0 = MmaTile::c_col(lane, 0);
-    const bool dw_lane = GRAD && c0 >= 4;
+    const int n = MmaTile::b_col(lane);
     const uint4* frag = reinterpret_cast<const uint4*>(prm.W2th.data());
     // (w and dw are (radial_edges, NW C): a row stride known at compile time with compile-time C)
     const int bstride = ch.s.stride(0), ostride = NW * prm.C;
-    float* const out = GRAD && dw_lane ? ch.dw.data() : ch.w.data();
     for (int t0 = 0; t0 < nf; t0 += EG) {
-      const int eb = t0 + (GRAD ? n % 4 : n);
-      const float* bsrc = eb < nf ? &(GRAD && n >= 4 ? ch.sd : ch.s)(0, first + eb) : nullptr;
+      const int eb = t0 + mma_column_edge(GRAD, n);
+      const float* bsrc = eb < nf ? &(mma_column_is_sd(GRAD, n) ? ch.sd : ch.s)(0, first + eb) : nullptr;
       uint32_t b[KSMAX][2];
 #pragma unroll
       for (int ks = 0; ks < KSMAX; ++ks)
@@ -224,10 +240,11 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
           const int k = ks * F16Tile::K + F16Tile::b_row(lane, r);
           b[ks][r] = ks < KS && bsrc ? pack_f16x2(bsrc[k * bstride], bsrc[(k + 1) * bstride]) : 0u;
         }
-      const int e0 = t0 + (GRAD ? c0 % 4 : c0);
       float u[2] = {0.f, 0.f}, du[2] = {0.f, 0.f};
-      for (int x = 0; x < 2; ++x)
-        if (e0 + x < nf) u[x] = envelope(ch.geo(first + e0 + x, 3), prm.r_c, &du[x]);
+      for (int x = 0; x < (GRAD ? 1 : 2); ++x) {
+        const int e = t0 + mma_lane_edge(GRAD, lane, x);
+        if (e < nf) u[x] = envelope(ch.geo(first + e, 3), prm.r_c, &du[x]);
+      }
       // (with compile-time H the k loop has no guards: interaction_params.hpp, FixedDims)
       for (int tile = warp; tile < tiles; tile += warps) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -238,7 +255,7 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
             const uint32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
             mma_f16(acc, a, b[ks]);
           }
-        store_mma_tile<GRAD>(acc, lane, tile, e0, nf, u, du, dw_lane, out, ostride);
+        store_mma_tile<GRAD>(acc, lane, tile, t0, nf, u, du, ch.w.data(), ch.dw.data(), ostride);
       }
     }
   }

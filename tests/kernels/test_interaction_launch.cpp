@@ -348,6 +348,58 @@ TEST(Interaction, RadialGemmScratch) {
   EXPECT_EQ(radial_chunk_for<Kern>(32, 32, 8, true, 4, 40960, 8), 0);
 }
 
+// The radial MMA's lane layout (radial modes 2 and 4, run on GPUs only): with B's columns as mma_column_edge assigns
+// them, the D fragments that each lane holds (MmaTile's layout, D = A B) and store_mma_tile give w = u A s and
+// dw = du A s + u A ds/dd for every column and edge below nf, and nothing for the others. Checked here on the host by
+// forming D from the layout; the GPU tests check it against the hardware.
+TEST(Interaction, MmaTileStoreLayout) {
+  constexpr int KD = 8, cols = MmaTile::M, ostride = 2 * cols;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  for (const bool adjoint : {false, true}) {
+    const int edges = mma_edges(adjoint), nf = edges - 1, tile = 1;  // the chain's last edge past nf
+    std::vector<double> A(cols * KD), s(KD * edges), sd(KD * edges), u(edges), du(edges);
+    for (auto* v : {&A, &s, &sd, &u, &du})
+      for (auto& x : *v) x = uni(rng);
+    auto column = [&](int n, int k) {  // B(k, n)
+      const int e = mma_column_edge(adjoint, n);
+      return (mma_column_is_sd(adjoint, n) ? sd : s)[k * edges + e];
+    };
+    auto d = [&](int row, int n) {
+      double v = 0;
+      for (int k = 0; k < KD; ++k) v += A[row * KD + k] * column(n, k);
+      return v;
+    };
+    const float untouched = -1234.f;
+    std::vector<float> w(edges * ostride, untouched), dw(edges * ostride, untouched);
+    for (int lane = 0; lane < 32; ++lane) {
+      float acc[4], ul[2] = {0.f, 0.f}, dul[2] = {0.f, 0.f};
+      for (int r = 0; r < 4; ++r) acc[r] = float(d(MmaTile::c_row(lane, r), MmaTile::c_col(lane, r)));
+      for (int x = 0; x < (adjoint ? 1 : 2); ++x) {
+        ul[x] = float(u[mma_lane_edge(adjoint, lane, x)]);
+        dul[x] = float(du[mma_lane_edge(adjoint, lane, x)]);
+      }
+      if (adjoint)
+        store_mma_tile<true>(acc, lane, tile, 0, nf, ul, dul, w.data(), dw.data(), ostride);
+      else
+        store_mma_tile<false>(acc, lane, tile, 0, nf, ul, dul, w.data(), dw.data(), ostride);
+    }
+    for (int e = 0; e < edges; ++e)
+      for (int col = 0; col < ostride; ++col) {
+        const bool written = e < nf && col >= tile * cols;
+        double ws = 0, wsd = 0;
+        for (int k = 0; k < KD && written; ++k) {
+          ws += A[(col - tile * cols) * KD + k] * s[k * edges + e];
+          wsd += A[(col - tile * cols) * KD + k] * sd[k * edges + e];
+        }
+        const double want_w = written ? u[e] * ws : untouched;
+        const double want_dw = written && adjoint ? du[e] * ws + u[e] * wsd : untouched;
+        EXPECT_NEAR(w[e * ostride + col], want_w, 1e-5) << "adjoint " << adjoint << " edge " << e << " col " << col;
+        EXPECT_NEAR(dw[e * ostride + col], want_dw, 1e-5) << "adjoint " << adjoint << " edge " << e << " col " << col;
+      }
+  }
+}
+
 // Explicit team sizes must be 1 or a multiple of C.
 TEST(Interaction, TeamSizeValidation) {
   constexpr int L = 1;
