@@ -52,18 +52,18 @@ struct ContractValues {
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint(
-    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o, T* gr, T* ghj, T* gs_out) const {
+    int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr, T* ghj, T* gs_out) const {
   if constexpr (Ch::team_radial) {
     using Col = RadialColumn<T>;
     const int C = prm.C;
     const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
                                 Col{dw, P, C}, gr, ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
     const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, r, d, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
+    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
   }
 }
 
@@ -71,11 +71,12 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool SENDER, class Ch, class W, class DW>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint_radial(
-    int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o, const W& w, const W& wv,
-    const DW& dw, const DW& dwv, T* gr, T* ghj, T* gs_out) const {
+    int i, int j, int c, int a, const Ch& ch, int t, T go_o, const W& w, const W& wv, const DW& dw, const DW& dwv,
+    T* gr, T* ghj, T* gs_out) const {
   T Y[K], hj[K], gmi[K], goi[K];
-  const T inv_d = T(1) / d;
-  sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
+  // the unit vector and 1 / |r| are in the chunk (prepare_basis)
+  const T rhat[3] = {ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6)}, inv_d = ch.geo(t, 7);
+  sh_unit<L, T>(rhat[0], rhat[1], rhat[2], Y);
   load_h(j, c, hj);
   const auto gmr = components(gm, i, c);
   for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gmr[kk] : T(0);  // (scalar output: l = 0 only)
@@ -101,7 +102,6 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   // de/ds = e and de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
   if constexpr (ATTN) gd += gs * ch.dlg(t, a);
   // dE/dr = gd r / d + the SH part, in reverse mode from the unit vector (sh_vjp_unit)
-  const T rhat[3] = {r[0] * inv_d, r[1] * inv_d, r[2] * inv_d};
   for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
   sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
   *gs_out = gs;
@@ -140,7 +140,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
   const T d = ch.geo(t, 3);
   T gr[3], gs;
-  edge_adjoint<SENDER>(i, j, c, a, ch, t, r, d, go_o, gr, ghj, &gs);
+  edge_adjoint<SENDER>(i, j, c, a, ch, t, d, go_o, gr, ghj, &gs);
   // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
   for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
   tally_virial(acc, r, gr);

@@ -49,7 +49,7 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   Chunk<TEAM_RADIAL> ch;
   ch.radial_edges = TEAM_RADIAL ? radial_edges : CH;
   ch.basis_edges = TEAM_RADIAL && basis_edges > radial_edges ? basis_edges : ch.radial_edges;
-  ch.geo = ST2(at(lo.geo), ch.basis_edges, 4);
+  ch.geo = ST2(at(lo.geo), ch.basis_edges, kGeoCols);
   ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
   if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
   ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, ch.basis_edges) : ST2(at(lo.s), ch.basis_edges, H);
@@ -114,7 +114,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     if (Ch::team_radial && t >= n) {  // mode 1: zero rows up to the GEMM block, exact zeros for the GEMM
       if (h0 == 0) {
         ch.other(t) = -1;
-        for (int a = 0; a < 4; ++a) ch.geo(t, a) = T(0);
+        for (int a = 0; a < kGeoCols; ++a) ch.geo(t, a) = T(0);
       }
       for (int hh = h0; hh < h0 + span; ++hh) hidden(hh, t) = hidden_d(hh, t) = T(0);
       return;
@@ -138,8 +138,13 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       for (int nn = 0; nn < kMaxNB; ++nn) B[nn] = dB[nn] = T(0);
     if (h0 == 0) {
       ch.other(t) = edge ? (SENDER ? i : j) : -1;
-      for (int a = 0; a < 3; ++a) ch.geo(t, a) = r[a];
+      const T inv_d = edge ? T(1) / d : T(0);
+      for (int a = 0; a < 3; ++a) {
+        ch.geo(t, a) = r[a];
+        ch.geo(t, 4 + a) = r[a] * inv_d;
+      }
       ch.geo(t, 3) = d;
+      ch.geo(t, 7) = inv_d;
     }
     // heads g, g + groups, ... of item group g = h0 / span (one head per item while there are enough groups)
     if (ATTN && edge)

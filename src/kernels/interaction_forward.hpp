@@ -98,11 +98,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
                                                                                           T& run_z) const {
   const int j = ch.other(t);
   if (j < 0) return;
-  const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
   const T d = ch.geo(t, 3);
   T Y[K], hj[K];
-  const T inv_d = T(1) / d;  // (|r| is in the chunk: no second square root)
-  sh_unit<L, T>(r[0] * inv_d, r[1] * inv_d, r[2] * inv_d, Y);
+  sh_unit<L, T>(ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6), Y);  // (the unit vector is in the chunk)
   load_h(j, c, hj);
   EdgeRadial<T, P> R;
   edge_radial<false>(ch, c, t, d, R);

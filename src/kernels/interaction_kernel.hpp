@@ -51,6 +51,9 @@ struct InteractionKernel {
   using dims = Dims;
   using scalar = T;
   static constexpr int CH = 16;          // edges per chunk whose Bessel basis and hidden layer the team shares
+  // Columns of a chunk edge's geometry row: r (3), |r|, r / |r| (3), 1 / |r|. The prepare pass forms the unit vector
+  // and the reciprocal once per edge instead of every channel thread dividing by |r|.
+  static constexpr int kGeoCols = 8;
   static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
   using exec = typename Device::execution_space;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
@@ -122,7 +125,7 @@ struct InteractionKernel {
                  basis_rows = radial_edges > 0 && basis_edges > radial_edges ? basis_edges : radial_rows;
     Layout lo{};
     size_t off = 0;
-    lo.geo = take(off, t * basis_rows * 4);
+    lo.geo = take(off, t * basis_rows * kGeoCols);
     lo.lg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
     lo.s = take(off, t * basis_rows * H);
@@ -256,12 +259,12 @@ struct InteractionKernel {
 
   // Adjoint stages (interaction_adjoint.hpp).
   template <bool SENDER, class Ch>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d, T go_o,
-                                           T* gr, T* ghj, T* gs_out) const;
+  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr,
+                                           T* ghj, T* gs_out) const;
   template <bool SENDER, class Ch, class W, class DW>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, const T* r, T d,
-                                                  T go_o, const W& w, const W& wv, const DW& dw, const DW& dwv,
-                                                  T* gr, T* ghj, T* gs_out) const;
+  KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, T go_o,
+                                                  const W& w, const W& wv, const DW& dw, const DW& dwv, T* gr,
+                                                  T* ghj, T* gs_out) const;
   template <class A>
   KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
