@@ -229,6 +229,7 @@ struct KernelRun {
   Kokkos::View<double**, Kokkos::LayoutRight, Dev> f, vatom;
   Kokkos::View<T**, Kokkos::LayoutRight, Dev> M, Z;  // saved softmax state
   Kokkos::View<double**, Kokkos::LayoutRight, Dev> f_send, vatom_send;  // Launch::send_accumulators: before the sum
+  bool f16_radial = false;  // the radial weights came from f16 operands (radial mode 4 on tensor cores)
 };
 
 // Calls f(std::integral_constant<int, role>) for the roles the model runs (not both bits at once).
@@ -313,6 +314,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
     return v;
   };
   KernelRun<T> out;
+  out.f16_radial =
+      ln.radial_mode == 4 && prm.W2th.extent(0) > 0 && kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
   auto hv = upload(h, S.n_total, "h");
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);
@@ -454,6 +457,9 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
   auto md = to_host(kd.m), od = to_host(kd.o);
   auto mf = to_host(kf.m), of = to_host(kf.o);
   ASSERT_GT(scale, 1e-3);
+  // float: fp32 rounding; with f16 operands in the radial GEMM (2^-11 relative each) the radial weights carry ~2^-12
+  // of their size, which m and o inherit
+  const double ftol = (kf.f16_radial ? 2.5e-4 : 2e-5) * scale;
   const bool scalar_out = team_size.role & kScalarOutput;  // m, o for l = 0 only, exactly 0 elsewhere
   for (int i = 0; i < S.n_recv; ++i)
     for (int k = 0; k < K; ++k)
@@ -468,8 +474,8 @@ void check_against(const Model& M, const System& S, const Expected& E, Launch te
         }
         ASSERT_NEAR(md(i, k, c), ref.m[idx], 1e-12 * scale) << i << " " << k << " " << c;
         ASSERT_NEAR(od(i, k, c), ref.o[idx], 1e-12 * scale) << i << " " << k << " " << c;
-        ASSERT_NEAR(mf(i, k, c), ref.m[idx], 2e-5 * scale);
-        ASSERT_NEAR(of(i, k, c), ref.o[idx], 2e-5 * scale);
+        ASSERT_NEAR(mf(i, k, c), ref.m[idx], ftol);
+        ASSERT_NEAR(of(i, k, c), ref.o[idx], ftol);
       }
 
   // forces on every atom (ghost senders included) vs central differences of the reference energy
