@@ -18,3 +18,6 @@ build_jobs() {
 }
 
 log() { echo "[batmobile $(date +%H:%M:%S)] $*" >&2; }
+# Packs a device call's output folder into DIR.tgz beside it (the device tool brings back a limited number of files;
+# pass a subfolder of the call's $OUT, so that the archive lands in $OUT).
+pack_outdir() { tar czf "$1.tgz" -C "$(dirname "$1")" "$(basename "$1")"; }

@@ -4,7 +4,7 @@
 # with fp64 kernels at every case size: MD trajectories themselves diverge between any two runs), then times the MD
 # benchmark (bench/md/in.md_bench, precision BATMOBILE_COMPARE_PRECISION (default mixed, the GPU default), newton off
 # on one rank) with the two builds alternating, run by run.
-# Used to show that a change keeps behaviour and speed.
+# Used to show that a change keeps behaviour and speed. OUTDIR is packed into OUTDIR.tgz at exit.
 #   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR   builds both (OLD_TREE and this checkout) in parallel; the
 #                                                         builds run in their own process session, so a build that
 #                                                         outlasts this call finishes on a machine kept warm
@@ -19,6 +19,8 @@ OUT=$(mkdir -p "${3:?OUTDIR}" && cd "$3" && pwd)
 NEW=$(cd "$(dirname "$0")/../.." && pwd)
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+source "$NEW/scripts/common.sh"
+trap 'pack_outdir "$OUT"' EXIT
 STATE=$BATMOBILE_CACHE/compare_builds
 mkdir -p "$STATE"
 say() { echo "[compare_builds $(date +%T)] $*" | tee -a "$OUT/compare_builds.out"; }

@@ -18,7 +18,7 @@
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
 # changed).
-# Logs go to OUTDIR.
+# Logs go to OUTDIR, packed into OUTDIR.tgz at exit.
 #   scripts/gpu/kernels_quick.sh OUTDIR        (repo root, .carry/ carried; see scripts/gpu/prepare_carry.sh)
 set -uo pipefail
 OUT=$(mkdir -p "${1:?usage: kernels_quick.sh OUTDIR}" && cd "$1" && pwd)
@@ -26,6 +26,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5
 export NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+source scripts/common.sh
+trap 'pack_outdir "$OUT"' EXIT
 T0=$(date +%s); say() { echo "[kernels_quick +$(( $(date +%s) - T0 ))s] $*"; }
 LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/unpack.log" | tail -n1)
 [ -d "$LV/lib/kokkos" ] || { say "unpack failed: see unpack.log"; exit 1; }
