@@ -73,6 +73,10 @@ def pipeline(env):
     end (the model is far from converged, so only shapes and presence are checked)."""
     import json
     import subprocess
+    try:
+        import ase.io  # noqa: F401  (the training reader needs it for extended XYZ)
+    except ImportError:
+        skip("ASE (python3-ase) is not installed: the training reader cannot read the frames")
     import generate_frames
     out = tempfile.mkdtemp(prefix="bm_pipeline_")
     lj = ["--pair-style", f"pair_style lj/cut {RC}", "--pair-coeff", f"pair_coeff * * {EPS} {SIGMA}"]
