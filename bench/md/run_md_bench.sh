@@ -89,4 +89,4 @@ printf "%s\n" "${results[@]}" > "$OUT/md_raw.txt"
 timeout 300 python3 "$HERE/collect_md_bench.py" "$OUT/md_raw.txt" "$POT" "$DATA" "$OUT/md_h200.json" \
   --reference-max-atoms "${BATMOBILE_MD_REFERENCE_MAX_ATOMS:-20000}" --fit-failed "$fit_failed" \
   --e3nn-max-atoms "${BATMOBILE_MD_E3NN_MAX_ATOMS:-100000}" \
-  --command "BATMOBILE_MD_CASES=\"$CASES\" BATMOBILE_MD_RANKS=$RANKS BATMOBILE_MD_NEWTON=$NEWTON${BATMOBILE_MD_FIT:+ BATMOBILE_MD_FIT=\"$BATMOBILE_MD_FIT\"} bench/md/run_md_bench.sh LMP $(basename "$POT") OUTDIR (${ACCEL[*]})"
+  --command "BATMOBILE_MD_CASES=\"$CASES\" BATMOBILE_MD_RANKS=$RANKS BATMOBILE_MD_NEWTON=$NEWTON${BATMOBILE_MD_FIT:+ BATMOBILE_MD_FIT=\"$BATMOBILE_MD_FIT\"}${BATMOBILE_MD_E3NN_MAX_ATOMS:+ BATMOBILE_MD_E3NN_MAX_ATOMS=$BATMOBILE_MD_E3NN_MAX_ATOMS} bench/md/run_md_bench.sh LMP $(basename "$POT") OUTDIR (${ACCEL[*]})"
