@@ -371,7 +371,8 @@ def test_mixed(env, variant):
     expected, a misplaced fragment gives errors of order one), single within 1e-4. On a GPU the launch line must name
     "tensor cores f16"; on host back-ends mixed must warn and equal single bit for bit. Without the precision keyword
     a GPU runs mixed (launch line; the same results as precision mixed) and a host double (bit for bit). variant: kk
-    (host threads; the GPU in a CUDA build), gpu (batmobile/kk on the GPU), device_cuda (pair_style batmobile device cuda)."""
+    (host threads; the GPU in a CUDA build), gpu (batmobile/kk on the GPU), device_cuda (pair_style batmobile device
+    cuda)."""
     kw = dict(model=os.path.join(REPO, "potentials", "water_fast.pt"))
     if variant == "kk":
         if not env.has_style("batmobile/kk"):
@@ -384,8 +385,7 @@ def test_mixed(env, variant):
     else:
         require_device_cuda(env)
         kw.update(keywords="device cuda", plugin=env.vars.get("BUILTIN") == "OFF")
-    # a CUDA build runs batmobile/kk on the GPU even in the "kk" variant
-    on_gpu = variant != "kk" or runs_on_gpu(env, kokkos=True)
+    on_gpu = runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False)) or variant == "device_cuda"
     want = observe(env, precision="double", **kw)
     single = observe(env, precision="single", **kw)
     mixed = observe(env, precision="mixed", **kw)

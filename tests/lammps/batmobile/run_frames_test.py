@@ -24,6 +24,15 @@ from run_batmobile_test import Env, fail, skip  # noqa: E402
 EPS, SIGMA, RC = 0.02, 1.2, 4.0
 
 
+def require_ase():
+    """Skips unless ASE imports: the training reader needs it for extended XYZ, the lj check for its calculator."""
+    try:
+        import ase.io  # noqa: F401
+        from ase.calculators.lj import LennardJones  # noqa: F401
+    except ImportError:
+        skip("ASE (python3-ase) is not installed")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="")
@@ -35,11 +44,9 @@ def main():
         return pipeline(env)
     if a.variant == "rerun":
         return rerun(env)
-    try:
-        import ase.io
-        from ase.calculators.lj import LennardJones
-    except ImportError:
-        skip("ASE (python3-ase) is not installed")
+    require_ase()
+    import ase.io
+    from ase.calculators.lj import LennardJones
     import generate_frames
     from batmobile.sources import read_sources
     out = tempfile.mkdtemp(prefix="bm_frames_")
@@ -73,10 +80,7 @@ def pipeline(env):
     end (the model is far from converged, so only shapes and presence are checked)."""
     import json
     import subprocess
-    try:
-        import ase.io  # noqa: F401  (the training reader needs it for extended XYZ)
-    except ImportError:
-        skip("ASE (python3-ase) is not installed: the training reader cannot read the frames")
+    require_ase()
     import generate_frames
     out = tempfile.mkdtemp(prefix="bm_pipeline_")
     lj = ["--pair-style", f"pair_style lj/cut {RC}", "--pair-coeff", f"pair_coeff * * {EPS} {SIGMA}"]
