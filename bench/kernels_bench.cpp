@@ -44,6 +44,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/batmobile_kernels.hpp"
@@ -75,25 +76,32 @@ struct RandomGraph {
   std::vector<int> recv, send;
 };
 
+// N atoms at random positions, each with exactly k neighbours (k even, k < N), symmetric as LAMMPS's full lists are
+// (the kernels' graph contract, kernels/graph.hpp): in a random order of the atoms, atom a's neighbours are the atoms
+// at order positions pos(a) +- o for k / 2 random distinct offsets o < N / 2.
 RandomGraph make_random_graph(int N, int k, unsigned seed) {
   RandomGraph g{N, k, std::cbrt(N / 0.1), {}, {}, {}};
+  if (k % 2 != 0 || k >= N) throw std::invalid_argument("make_random_graph: k must be even and below N");
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, g.box);
   g.x.resize(3 * size_t(N));
   for (auto& v : g.x) v = float(u(rng));
-  std::uniform_int_distribution<int> pick(0, N - 1);
-  for (int i = 0; i < N; ++i) {
-    std::vector<int> chosen;
-    while (int(chosen.size()) < k) {
-      const int j = pick(rng);
-      if (j == i || std::find(chosen.begin(), chosen.end(), j) != chosen.end()) continue;
-      chosen.push_back(j);
-    }
-    for (int j : chosen) {
-      g.recv.push_back(i);
-      g.send.push_back(j);
-    }
+  std::vector<int> order(N), pos(N);
+  for (int a = 0; a < N; ++a) order[a] = a;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int p = 0; p < N; ++p) pos[order[p]] = p;
+  std::uniform_int_distribution<int> pick(1, (N - 1) / 2);
+  std::vector<int> offsets;
+  while (int(offsets.size()) < k / 2) {
+    const int o = pick(rng);
+    if (std::find(offsets.begin(), offsets.end(), o) == offsets.end()) offsets.push_back(o);
   }
+  for (int i = 0; i < N; ++i)
+    for (int o : offsets)
+      for (int sign : {1, -1}) {
+        g.recv.push_back(i);
+        g.send.push_back(order[((pos[i] + sign * o) % N + N) % N]);
+      }
   return g;
 }
 

@@ -12,7 +12,8 @@
 // that is a periodic image of atom j (the model's one-rank ghost exchange: same h, q, k rows); the sender adjoint
 // runs one team per group, takes each edge's geometry from its own sender edge_sender(e), and writes the group's
 // forces, virials, dE/dh and dE/dk to row j (what LAMMPS's reverse communication would have added there). n_send = -1:
-// one group per atom (n_total).
+// one group per atom (n_total). image_owner (n_total - n_recv, with sender groups): the owned atom of each ghost.
+// The adjoint's pair teams use it to find each edge's reverse on this rank (InteractionKernel::reverse_receiver).
 //
 // make_graph(x, n_recv, receivers, senders) builds everything on the host (counting sort) and copies it to
 // Device; edges may be given in any order (they are re-ordered by receiver, stably).
@@ -28,7 +29,7 @@ namespace kernels {
 template <class T, class Device>
 struct Graph {
   Kokkos::View<const T* [3], Kokkos::LayoutRight, Device> x;
-  Kokkos::View<const int*, Device> recv_offsets, edge_sender, edge_receiver, send_offsets, send_edges;
+  Kokkos::View<const int*, Device> recv_offsets, edge_sender, edge_receiver, send_offsets, send_edges, image_owner;
   int n_recv = 0, n_total = 0, n_edges = 0;
   int n_send = -1;  // sender groups (see above); -1: n_total
   int senders() const { return n_send >= 0 ? n_send : n_total; }

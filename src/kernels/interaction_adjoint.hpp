@@ -1,10 +1,12 @@
-// Adjoint kernels of one fused interaction layer (InteractionKernel's RecvAdjT / SendAdjT tags,
+// Adjoint kernels of one fused interaction layer (InteractionKernel's PairAdjT / SendAdjT tags,
 // interaction_kernel.hpp); both recompute each edge instead of reading per-edge tensors:
-//   RecvAdj  team i: dE/dr_ij from gm, go of receiver i; accumulates the receiver force, half the per-edge virial
-//            and dE/dq_i (team reduction).
-//   SendAdj  team j (any atom incl. ghosts): loops over the edges with sender j (sender CSR); dE/dh_j (gather),
-//            sender force, half virial, dE/dk_j. Independent of RecvAdj: with its own force / virial accumulators
-//            (InteractionWork::f_send) the two can run side by side on CUDA (interaction_driver.hpp).
+//   PairAdj  team i (owned atoms): for each edge i <- j, its receiver terms (dE/dr_ij from gm, go of i: force on i,
+//            half the edge virial, dE/dq_i) and, where the reverse edge j <- i is on this rank, that edge's sender
+//            terms (force on i, its half virial, dE/dh_i, dE/dk_i). The two edges share the distance, so the
+//            prepare pass and the radial MLP run once for both.
+//   SendAdj  team j (the ghosts of other ranks, from atom0 on): loops over the edges with sender j (sender CSR);
+//            dE/dh_j (gather), sender force, half virial, dE/dk_j. With its own force / virial accumulators
+//            (InteractionWork::f_send) it may run beside PairAdj on CUDA (interaction_driver.hpp).
 #pragma once
 #include "interaction_chunk.hpp"
 
@@ -46,36 +48,37 @@ struct ContractValues {
   KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, gs, dwv[p], wv[p]}; }
 };
 
-// dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds.
-// Mode 1 reads the radial outputs from team scratch path by path (RadialColumn); mode 0 computes them into
-// registers (EdgeRadial).
+// dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds. REV: the edge is
+// the reverse of chunk edge t (geometry negated, softmax weight lg2). Mode 1 reads the radial outputs from team
+// scratch path by path (RadialColumn); mode 0 computes them into registers (EdgeRadial).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, class Ch>
+template <bool SENDER, bool REV, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint(
     int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr, T* ghj, T* gs_out) const {
   if constexpr (Ch::team_radial) {
     using Col = RadialColumn<T>;
     const int C = prm.C;
     const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
+    edge_adjoint_radial<SENDER, REV>(i, j, c, a, ch, t, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
                                 Col{dw, P, C}, gr, ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
     const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
-    edge_adjoint_radial<SENDER>(i, j, c, a, ch, t, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
+    edge_adjoint_radial<SENDER, REV>(i, j, c, a, ch, t, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
   }
 }
 
 // edge_adjoint given the radial outputs w, wv (weights, attention values) and their d/dd.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, class Ch, class W, class DW>
+template <bool SENDER, bool REV, class Ch, class W, class DW>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint_radial(
     int i, int j, int c, int a, const Ch& ch, int t, T go_o, const W& w, const W& wv, const DW& dw, const DW& dwv,
     T* gr, T* ghj, T* gs_out) const {
   T Y[K], hj[K], gmi[K], goi[K];
   // the unit vector and 1 / |r| are in the chunk (prepare_basis)
-  const T rhat[3] = {ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6)}, inv_d = ch.geo(t, 7);
+  const T sg = REV ? T(-1) : T(1);
+  const T rhat[3] = {sg * ch.geo(t, 4), sg * ch.geo(t, 5), sg * ch.geo(t, 6)}, inv_d = ch.geo(t, 7);
   sh_unit<L, T>(rhat[0], rhat[1], rhat[2], Y);
   load_h(j, c, hj);
   const auto gmr = components(gm, i, c);
@@ -84,7 +87,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
   T gd = T(0), gs = T(0), pw = T(0);
   if constexpr (ATTN) {
-    pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
+    pw = REV ? ch.lg2(t, a) : ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
     // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i
     // (the receiver pass's go_o, the same for all its edges), its p go_i . v from tp_adjoint's dE/dwv
     // (ContractValues)
@@ -128,38 +131,56 @@ KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>:
 
 // One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
 // (A = double, or T for the per-thread partials of the GPU path, see adjoint_team). go_o: receiver_go_o of the
-// receiver pass's atom (unused by the sender pass, whose receivers differ per edge).
+// team's atom as receiver (unused for sender terms, whose receivers differ per edge). REV (sender terms of a pair
+// team): the reverse of chunk edge t, with receiver other2(t); its dk partials follow the dq partials in acc.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, class Ch, class A>
+template <bool SENDER, bool REV, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_edge(int atom, int c, int a,
                                                                                           const Ch& ch, int t, T go_o,
                                                                                           A* acc, T* ghj) const {
-  const int other = ch.other(t);
+  const int other = REV ? ch.other2(t) : ch.other(t);
   if (other < 0) return;
   const int i = SENDER ? other : atom, j = SENDER ? atom : other;
-  const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+  const T sg = REV ? T(-1) : T(1);
+  const T r[3] = {sg * ch.geo(t, 0), sg * ch.geo(t, 1), sg * ch.geo(t, 2)};
   const T d = ch.geo(t, 3);
   T gr[3], gs;
-  edge_adjoint<SENDER>(i, j, c, a, ch, t, d, go_o, gr, ghj, &gs);
+  edge_adjoint<SENDER, REV>(i, j, c, a, ch, t, d, go_o, gr, ghj, &gs);
   // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
   for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
   tally_virial(acc, r, gr);
   if constexpr (ATTN && FEATURE_GRAD) {
     const T sdk = T(1) / sqrt(T(prm.dk));
+    constexpr int kc = REV ? 9 + DKM : 9;
     for (int x = 0; x < DKM; ++x)
-      if (x < prm.dk) acc[9 + x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
+      if (x < prm.dk) acc[kc + x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
+  }
+}
+
+// The adjoint terms of chunk edge t for a team: a pair team's receiver terms of the edge and sender terms of its
+// reverse (both geometry and radial outputs from the one chunk row), or a sender team's terms of the edge.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <bool PAIR, class Ch, class A>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_edge(int atom, int c, int a,
+                                                                                       const Ch& ch, int t, T go_o,
+                                                                                       A* acc, T* ghj) const {
+  if constexpr (PAIR) {
+    adjoint_edge<false, false>(atom, c, a, ch, t, go_o, acc, ghj);
+    adjoint_edge<true, true>(atom, c, a, ch, t, go_o, acc, ghj);
+  } else {
+    adjoint_edge<true, false>(atom, c, a, ch, t, go_o, acc, ghj);
   }
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
-// per-atom results.
+// per-atom results: force, virial and dE/dq, dE/dk (pair team) or dE/dk (sender team).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_finish(const member& team,
                                                                                          const scratch& part, int n,
-                                                                                         bool sender) const {
+                                                                                         bool pair) const {
   team.team_barrier();
   const int C = prm.C, chead = C / prm.A, adk = FEATURE_GRAD ? prm.A * prm.dk : 0, S = int(part.extent(0)) / C;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + adk), [&](const int v) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + (pair ? 2 : 1) * adk), [&](const int v) {
     if (v < 9) {
       double s = 0;
       for (int row = 0; row < S * C; ++row) s += part(row, v);
@@ -168,20 +189,30 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       else
         vatom(n, v - 3) += s;
     } else if (ATTN) {
-      const int a = (v - 9) / prm.dk, e = (v - 9) % prm.dk;
+      const int key_of_k = (v - 9) / adk, w = (v - 9) % adk, a = w / prm.dk, e = w % prm.dk;  // (block gq, gk)
       double s = 0;
       for (int sl = 0; sl < S; ++sl)
-        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + e);
-      (sender ? gk : gq)(n, v - 9) = T(s);
+        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + key_of_k * prm.dk + e);
+      (pair && key_of_k == 0 ? gq : gk)(n, w) = T(s);
     }
   });
 }
 
-// The adjoint of one atom: of receiver `atom` (RecvAdj) or of sender `atom` (SendAdj).
+// Partial v of a thread's acc (pair team: NVP values, sender team: NV) as column of the end-of-atom partials
+// (part_cols): force, virial, dq (pair team) then dk, each key block prm.dk wide.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, bool TEAM_RADIAL>
+KOKKOS_INLINE_FUNCTION int InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_col(int v) const {
+  return v < 9 + DKM ? (v < 9 + prm.dk ? v : -1) : (v - DKM < 9 + prm.dk ? v - DKM + prm.dk : -1);
+}
+
+// The adjoint of one atom: of owned atom `atom` as receiver and, through the reverse edges, as sender (PairAdj), or
+// of sender atom0 + league rank (SendAdj).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <bool PAIR, bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_team(const member& team) const {
-  const int atom = team.league_rank();
+  constexpr bool SENDER = !PAIR;  // the edge list the team walks: receiver list (pair team) or sender list
+  constexpr int NA = PAIR ? NVP : NV;
+  const int atom = PAIR ? team.league_rank() : atom0 + team.league_rank();
   const int C = prm.C, chead = C / prm.A;
   const int ts = team.team_size(), tr = team.team_rank();
   check_team_size<TEAM_RADIAL>(ts);
@@ -193,25 +224,27 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     const int c = tr % C, sl = tr / C;
     // in T: a thread sums only its own few edges (1/S of the atom's), the team and the atoms add in double; in
     // double the float L = 2 adjoints spilled at their register cap.
-    T acc[NV];
-    for (int v = 0; v < NV; ++v) acc[v] = 0;
+    T acc[NA];
+    for (int v = 0; v < NA; ++v) acc[v] = 0;
     T ghj[K];
     for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-    const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
+    const T go_o = PAIR ? receiver_go_o(atom, c) : T(0);
     for (int start = s0; start < s1; start += ch.radial_edges) {
       const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
-      if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+      if (first == 0) prepare_basis<SENDER, true, PAIR>(team, ch, atom, start, s1 - start);
       radial_outputs<true>(team, ch, first, n);
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-      for (int t = first + sl; t < first + n; t += S) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+      for (int t = first + sl; t < first + n; t += S) team_edge<PAIR>(atom, c, c / chead, ch, t, go_o, acc, ghj);
     }
     if (TEAM_RADIAL) team.team_barrier();  // part and buf overlap the last chunk
     const scratch part = part_of(ch, S);
-    for (int v = 0; v < NV; ++v)  // compile-time bound: acc stays in registers
-      if (v < 9 + prm.dk) part(tr, v) = acc[v];
-    if (SENDER && FEATURE_GRAD) {  // dE/dh_j: slot 0 sums the S partials of channel c and writes gh once
+    for (int v = 0; v < NA; ++v) {  // compile-time bound: acc stays in registers
+      const int col = part_col(v);
+      if (col >= 0) part(tr, col) = acc[v];
+    }
+    if (FEATURE_GRAD) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
       if (S > 1) {
         const ST2 buf = buf_of(ch, true, S);
         park(buf, C, c, sl, 0, ghj, K);
@@ -226,39 +259,41 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
     const scratch part = part_of(ch, S);
     for (int c = 0; c < C; ++c)
-      for (int v = 0; v < 9 + prm.dk; ++v) part(c, v) = 0;
+      for (int v = 0; v < part_cols(prm.dk); ++v) part(c, v) = 0;
     for (int start = s0; start < s1; start += ch.radial_edges) {
       const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
-      if (first == 0) prepare_basis<SENDER, true>(team, ch, atom, start, s1 - start);
+      if (first == 0) prepare_basis<SENDER, true, PAIR>(team, ch, atom, start, s1 - start);
       radial_outputs<true>(team, ch, first, n);
       for (int c = 0; c < C; ++c) {
-        double acc[NV];
-        for (int v = 0; v < NV; ++v) acc[v] = 0;
+        double acc[NA];
+        for (int v = 0; v < NA; ++v) acc[v] = 0;
         T ghj[K];
         for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-        const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
-        for (int t = first; t < first + n; ++t) adjoint_edge<SENDER>(atom, c, c / chead, ch, t, go_o, acc, ghj);
-        if (SENDER && FEATURE_GRAD)
+        const T go_o = PAIR ? receiver_go_o(atom, c) : T(0);
+        for (int t = first; t < first + n; ++t) team_edge<PAIR>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+        if (FEATURE_GRAD)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
-        for (int v = 0; v < NV; ++v)
-          if (v < 9 + prm.dk) part(c, v) += acc[v];
+        for (int v = 0; v < NA; ++v) {
+          const int col = part_col(v);
+          if (col >= 0) part(c, col) += acc[v];
+        }
       }
     }
   }
-  team_finish(team, part_of(ch, S), atom, SENDER);
+  team_finish(team, part_of(ch, S), atom, PAIR);
 }
 
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(RecvAdjT<TEAM_RADIAL>,
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(PairAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
-  adjoint_team<false, TEAM_RADIAL>(team);
+  adjoint_team<true, TEAM_RADIAL>(team);
 }
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(SendAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
-  adjoint_team<true, TEAM_RADIAL>(team);
+  adjoint_team<false, TEAM_RADIAL>(team);
 }
 
 }  // namespace kernels

@@ -52,9 +52,11 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.geo = ST2(at(lo.geo), ch.basis_edges, kGeoCols);
   ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
   if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
+  if (adjoint) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
   ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, ch.basis_edges) : ST2(at(lo.s), ch.basis_edges, H);
   ch.sd = TEAM_RADIAL ? ST2(at(lo.sd), H, ch.basis_edges) : ST2(at(lo.sd), ch.basis_edges, H);
   ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.basis_edges);
+  if (adjoint) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
   if (TEAM_RADIAL) {
     ch.w = ST2(at(lo.w), ch.radial_edges, NW * C);
     if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, NW * C);
@@ -70,7 +72,7 @@ template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::scratch
 InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_of(const Chunk<TEAM_RADIAL>& ch, int S) const {
   const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
-  return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, 9 + prm.dk);
+  return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, part_cols(prm.dk));
 }
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
@@ -82,10 +84,11 @@ InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::buf_of(const Chunk<TEAM_
 
 // Fills the basis chunk with the edges [start, start + n) of `atom` (receiver list, or sender list if SENDER;
 // `left` edges remain, n = min(left, basis_edges)): geometry, hidden layer and, with attention, the per-(edge, head)
-// terms (edge_head_terms; GRAD: the adjoint's). Mode 1: rows n..nf-1 (nf = n rounded up to the GEMM block) are
-// zero non-edges. Ends with a barrier.
+// terms (edge_head_terms; GRAD: the adjoint's). PAIR (receiver list): also each edge i <- j's reverse j <- i, its
+// receiver other2 (reverse_receiver(j); -1: not an edge here) and, with attention, its softmax weight lg2. Mode 1:
+// rows n..nf-1 (nf = n rounded up to the GEMM block) are zero non-edges. Ends with a barrier.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, bool GRAD, class Ch>
+template <bool SENDER, bool GRAD, bool PAIR, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::prepare_basis(const member& team,
                                                                                            const Ch& ch, int atom,
                                                                                            int start,
@@ -114,6 +117,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     if (Ch::team_radial && t >= n) {  // mode 1: zero rows up to the GEMM block, exact zeros for the GEMM
       if (h0 == 0) {
         ch.other(t) = -1;
+        if (PAIR) ch.other2(t) = -1;
         for (int a = 0; a < kGeoCols; ++a) ch.geo(t, a) = T(0);
       }
       for (int hh = h0; hh < h0 + span; ++hh) hidden(hh, t) = hidden_d(hh, t) = T(0);
@@ -131,6 +135,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     for (int a = 0; a < 3; ++a) r[a] = g.x(j, a) - g.x(i, a);
     const T d = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
     const bool edge = d > T(0) && d < prm.r_c;
+    const int i2 = PAIR && edge ? reverse_receiver(j) : -1;
     T B[kMaxNB], dB[kMaxNB];
     if (edge)
       bessel_basis<kMaxNB>(d, prm.r_c, prm.NB, B, dB);
@@ -138,6 +143,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       for (int nn = 0; nn < kMaxNB; ++nn) B[nn] = dB[nn] = T(0);
     if (h0 == 0) {
       ch.other(t) = edge ? (SENDER ? i : j) : -1;
+      if (PAIR) ch.other2(t) = i2;
       const T inv_d = edge ? T(1) / d : T(0);
       for (int a = 0; a < 3; ++a) {
         ch.geo(t, a) = r[a];
@@ -148,7 +154,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     }
     // heads g, g + groups, ... of item group g = h0 / span (one head per item while there are enough groups)
     if (ATTN && edge)
-      for (int a = h0 / span; a < prm.A; a += groups) edge_head_terms<GRAD>(ch, t, i, j, a, d, B, dB);
+      for (int a = h0 / span; a < prm.A; a += groups) edge_head_terms<GRAD, PAIR>(ch, t, i, j, i2, a, d, B, dB);
     for (int hh = h0; hh < h0 + span; ++hh) {
       T& sv = hidden(hh, t);
       T& sdv = hidden_d(hh, t);
@@ -174,31 +180,54 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 // per (edge, head) in the prepare pass (the C / A channel-threads of the head read them):
 //   logit s = q_i . k_j / sqrt(dk) + Wg_a . B(d), envelope u(d);
 //   forward (!GRAD): lg = s + log u, the online softmax's argument (kMaskedLogit where u <= 0: weight 0);
-//   adjoint (GRAD):  lg = p = exp(s + log u - M_ia) / Z_ia (0 where u <= 0), dlg = d(s + log u)/dd (0 there).
+//   adjoint (GRAD):  lg = p = exp(s + log u - M_ia) / Z_ia (0 where u <= 0), dlg = d(s + log u)/dd (0 there);
+//   PAIR (adjoint):  lg2 = the reverse edge i2 <- i's p (0 where i2 < 0); its dlg is the same (same d).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool GRAD, class Ch>
+template <bool GRAD, bool PAIR, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_head_terms(
-    const Ch& ch, int t, int i, int j, int a, T d, const T* B, const T* dB) const {
-  T s = T(0);
-  for (int e = 0; e < prm.dk; ++e) s += key(q, i, a, e) * key(k, j, a, e);
-  s /= sqrt(T(prm.dk));
-  T dg = T(0);
+    const Ch& ch, int t, int i, int j, int i2, int a, T d, const T* B, const T* dB) const {
+  const T sdk = T(1) / sqrt(T(prm.dk));
+  T s = T(0), s2 = T(0);
+  for (int e = 0; e < prm.dk; ++e) {
+    s += key(q, i, a, e) * key(k, j, a, e);
+    if (PAIR && i2 >= 0) s2 += key(q, i2, a, e) * key(k, i, a, e);
+  }
+  T gb = T(0), dg = T(0);
   for (int n = 0; n < kMaxNB; ++n)  // compile-time bound: B and dB stay in registers
     if (n < prm.NB) {
-      s += prm.Wg(a, n) * B[n];
+      gb += prm.Wg(a, n) * B[n];
       if (GRAD) dg += prm.Wg(a, n) * dB[n];
     }
+  s = s * sdk + gb;
   T du;
   const T u = envelope(d, prm.r_c, &du);
   const bool inside = u > T(0);  // an edge whose u rounds to <= 0 next to r_c has weight 0
   if constexpr (GRAD) {
-    const T ex = inside ? exp(s + log(u) - M(i, a)) : T(0);  // e_ij = exp(s + log u - M) <= 1
-    const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);    // Z >= 1 once the receiver has an edge
-    ch.lg(t, a) = ex * inv;
+    const T lu = inside ? log(u) : T(0);
+    ch.lg(t, a) = inside ? softmax_weight(i, a, s + lu) : T(0);
     ch.dlg(t, a) = inside ? du / u + dg : T(0);
+    if (PAIR) ch.lg2(t, a) = inside && i2 >= 0 ? softmax_weight(i2, a, s2 * sdk + gb + lu) : T(0);
   } else {
     ch.lg(t, a) = inside ? s + log(u) : T(kMaskedLogit);
   }
+}
+
+// p = exp(arg - M_ia) / Z_ia of receiver i, head a, for arg = s + log u of one of its edges: e = exp(arg - M) <= 1,
+// and Z >= 1 once the receiver has an edge.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::softmax_weight(int i, int a,
+                                                                                             T arg) const {
+  const T inv = Z(i, a) > T(0) ? T(1) / Z(i, a) : T(0);
+  return exp(arg - M(i, a)) * inv;
+}
+
+// The receiver of the reverse j <- i of an edge i <- j with sender j, if that edge is in this rank's graph: j itself
+// for an owned atom, with sender groups the owned atom j is an image of (the same h, q, k); -1 for another rank's
+// atom (its edges' sender terms are a ghost team's, interaction_backward).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+KOKKOS_INLINE_FUNCTION int InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::reverse_receiver(int j) const {
+  if (j < g.n_recv) return j;
+  return g.n_send >= 0 ? g.image_owner(j - g.n_recv) : -1;
 }
 
 // Radial chunk [first, first + cnt) of a prepared basis chunk: mode 1 has the team compute its radial outputs into

@@ -183,22 +183,27 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
-    // the sender's own accumulators, if the caller gave them: then the two kernels write disjoint arrays
+    // The pair adjoint covers every edge of the owned atoms; the edges of another rank's ghost senders (no sender
+    // groups) need the sender adjoint of those ghosts, with its own accumulators where the caller gave them: then the
+    // two kernels write disjoint arrays.
+    const int ghosts = g.n_send >= 0 ? 0 : g.n_total - g.n_recv;
     Kern send = kern;
+    send.atom0 = g.n_recv;
     const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
                      work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
     if (own) send.f = work.f_send, send.vatom = work.vatom_send;
-    const bool concurrent = own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
+    const bool concurrent = ghosts > 0 && own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
     if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
     if (concurrent) work.lanes->fork();
-    const exec recv_space = concurrent ? work.lanes->lane(0) : exec();
+    const exec pair_space = concurrent ? work.lanes->lane(0) : exec();
     const exec send_space = concurrent ? work.lanes->lane(1) : exec();
-    with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      launch_kernel("batmobile::interaction_recv_adj", kern, pol, recv_space);
+    with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+      launch_kernel("batmobile::interaction_pair_adj", kern, pol, pair_space);
     });
-    with_atom_policy<Kern::template SendAdjT>(send, g.senders(), true, team_size, [&](const auto& pol) {
-      launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
-    });
+    if (ghosts > 0)
+      with_atom_policy<Kern::template SendAdjT>(send, ghosts, true, team_size, [&](const auto& pol) {
+        launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
+      });
     if (concurrent) work.lanes->join();
   });
   if (ATTN && !(ROLE & kEmbeddingInput)) {

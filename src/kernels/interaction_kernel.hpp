@@ -45,7 +45,9 @@ struct InteractionKernel {
   static constexpr int KO = (ROLE & kScalarOutput) ? 1 : K;
   // the adjoint gives dE/dh, dE/dq, dE/dk (not for an embedding input: constant in the positions)
   static constexpr bool FEATURE_GRAD = !(ROLE & kEmbeddingInput);
-  static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;  // per-channel partials reduced per team: force, virial, dq/dk
+  // per-channel partials reduced per team: force, virial and dq/dk (a sender team), or dq and dk (a pair team)
+  static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;
+  static constexpr int NVP = FEATURE_GRAD ? 9 + 2 * DKM : 9;
   static constexpr int dkm = DKM;
   static_assert(!Dims::fixed || Dims::dk <= DKM, "Dims: key width within the adjoints' bound");
   using dims = Dims;
@@ -73,7 +75,7 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   template <bool TEAM_RADIAL>
-  struct RecvAdjT {
+  struct PairAdjT {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   template <bool TEAM_RADIAL>
@@ -81,20 +83,21 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   using Forward = ForwardT<false>;
-  using RecvAdj = RecvAdjT<false>;
+  using PairAdj = PairAdjT<false>;
   using SendAdj = SendAdjT<false>;
 
   // Team scratch: per-edge data of one chunk (geometry (r, d), the other atom of the edge (-1: not an edge),
   // per-(edge, head) attention terms (forward: lg = logit + log u; adjoint: lg = softmax weight p, dlg = d(logit +
-  // log u)/dd; they are the same for all channels of a head, so the prepare pass forms them once), hidden
+  // log u)/dd; they are the same for all channels of a head, so the prepare pass forms them once; the pair adjoint
+  // also the reverse edge's receiver, other2 (-1: no reverse edge on this rank), and its softmax weight lg2), hidden
   // activations s and ds/dd ((basis_edges, H); (H, basis_edges) in radial mode 1, which reads several edges at once;
   // mode 1 also the radial outputs w, dw/dd (radial_edges, NW C)), and the end-of-atom arrays: adjoint partials part
   // (C S, 9 + dk) and the parked partials buf of edge slots 1..S-1.
   template <bool TEAM_RADIAL>
   struct Chunk {
     static constexpr bool team_radial = TEAM_RADIAL;  // radial mode 1
-    ST2 geo, lg, dlg, s, sd, w, dw;
-    SI1 other;
+    ST2 geo, lg, dlg, lg2, s, sd, w, dw;
+    SI1 other, other2;
     char* base;             // start of the team scratch (end-of-atom arrays: part_of, buf_of)
     int radial_edges = CH;  // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
     int basis_edges = CH;   // edges per basis chunk (rows of geo, lg, dlg, s, sd, other): a multiple of radial_edges
@@ -112,7 +115,7 @@ struct InteractionKernel {
   // only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0: radial_edges), mode 0
   // CH.
   struct Layout {
-    size_t geo, lg, dlg, s, sd, other, w, dw, part, buf, total;
+    size_t geo, lg, dlg, lg2, s, sd, other, other2, w, dw, part, buf, total;
   };
   KOKKOS_INLINE_FUNCTION static size_t take(size_t& off, size_t bytes) {
     const size_t o = off;
@@ -128,16 +131,18 @@ struct InteractionKernel {
     lo.geo = take(off, t * basis_rows * kGeoCols);
     lo.lg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
+    if (adjoint) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
     lo.s = take(off, t * basis_rows * H);
     lo.sd = take(off, t * basis_rows * H);
     lo.other = take(off, sizeof(int) * basis_rows);
+    if (adjoint) lo.other2 = take(off, sizeof(int) * basis_rows);
     if (radial_edges > 0) {
       lo.w = take(off, t * radial_rows * NW * C);
       if (adjoint) lo.dw = take(off, t * radial_rows * NW * C);
     }
     const size_t chunk_end = off;
     if (radial_edges > 0 && overlap) off = 0;
-    if (adjoint) lo.part = take(off, sizeof(double) * C * S * (9 + dk));
+    if (adjoint) lo.part = take(off, sizeof(double) * C * S * part_cols(dk));
     if (S > 1) lo.buf = take(off, t * C * (S - 1) * merge_cols(adjoint));
     lo.total = off > chunk_end ? off : chunk_end;
     return lo;
@@ -152,6 +157,8 @@ struct InteractionKernel {
   // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
   // back-ends run mode 1 with teams of C * S only, so there it is a compile-time true).
   KOKKOS_INLINE_FUNCTION static constexpr bool chunk_overlap(int ts) { return !(runs_on_host<exec> && ts == 1); }
+  // Columns of the adjoints' end-of-atom partials: force, virial, dq and dk (a pair team; a sender team dk only).
+  KOKKOS_INLINE_FUNCTION static constexpr int part_cols(int dk) { return 9 + 2 * dk; }
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
 
@@ -160,6 +167,7 @@ struct InteractionKernel {
   CV3 h;
   V3 m, o;     // forward outputs (o is read by the adjoint)
   V2 M, Z;     // saved softmax statistics
+  int atom0 = 0;  // the sender adjoint's first atom (team n takes atom atom0 + n: the ghosts after a pair adjoint)
   V2 q, k;     // projections
   CV3 gm, go;  // upstream gradients (receivers)
   V3 gh;       // dE/dh (accumulated)
@@ -174,12 +182,12 @@ struct InteractionKernel {
   int basis_edges = 0;
   int use_tensor_cores = 0;
 
-  // Entry points (one team per atom): the forward (interaction_forward.hpp) and the receiver and sender adjoints
-  // (interaction_adjoint.hpp).
+  // Entry points (one team per atom): the forward (interaction_forward.hpp), the pair adjoint of the owned atoms and
+  // the sender adjoint of the ghosts (interaction_adjoint.hpp).
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(ForwardT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
-  KOKKOS_INLINE_FUNCTION void operator()(RecvAdjT<TEAM_RADIAL>, const member& team) const;
+  KOKKOS_INLINE_FUNCTION void operator()(PairAdjT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(SendAdjT<TEAM_RADIAL>, const member& team) const;
 
@@ -238,11 +246,13 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<TEAM_RADIAL>& ch, int S) const;
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const;
-  template <bool SENDER, bool GRAD, class Ch>
+  template <bool SENDER, bool GRAD, bool PAIR = false, class Ch>
   KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const;
-  template <bool GRAD, class Ch>
-  KOKKOS_INLINE_FUNCTION void edge_head_terms(const Ch& ch, int t, int i, int j, int a, T d, const T* B,
+  template <bool GRAD, bool PAIR, class Ch>
+  KOKKOS_INLINE_FUNCTION void edge_head_terms(const Ch& ch, int t, int i, int j, int i2, int a, T d, const T* B,
                                               const T* dB) const;
+  KOKKOS_INLINE_FUNCTION T softmax_weight(int i, int a, T arg) const;
+  KOKKOS_INLINE_FUNCTION int reverse_receiver(int j) const;
   template <bool GRAD, class Ch>
   KOKKOS_INLINE_FUNCTION void radial_outputs(const member& team, const Ch& ch, int first, int cnt) const;
   template <bool GRAD, class Ch>
@@ -258,10 +268,10 @@ struct InteractionKernel {
                                             T run_z) const;
 
   // Adjoint stages (interaction_adjoint.hpp).
-  template <bool SENDER, class Ch>
+  template <bool SENDER, bool REV, class Ch>
   KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr,
                                            T* ghj, T* gs_out) const;
-  template <bool SENDER, class Ch, class W, class DW>
+  template <bool SENDER, bool REV, class Ch, class W, class DW>
   KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, T go_o,
                                                   const W& w, const W& wv, const DW& dw, const DW& dwv, T* gr,
                                                   T* ghj, T* gs_out) const;
@@ -269,13 +279,16 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
   }
-  template <bool SENDER, class Ch, class A>
+  template <bool SENDER, bool REV, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
+  template <bool PAIR, class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void team_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;
   template <class G>
   KOKKOS_INLINE_FUNCTION T dot_o(int i, int c, const G& goi) const;
-  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool sender) const;
-  template <bool SENDER, bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION int part_col(int v) const;
+  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool pair) const;
+  template <bool PAIR, bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;
 };
 

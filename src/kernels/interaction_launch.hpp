@@ -328,7 +328,7 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_adjoint_kernel<T, Device, L, ATTN, ROLE, Dims>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
-    with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, [&](const auto& pol) {
+    with_atom_policy<Adj::template PairAdjT>(adj, n, true, team_adj, [&](const auto& pol) {
       note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
     });
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,

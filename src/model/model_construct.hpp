@@ -92,6 +92,7 @@ void Model<T, ExecSpace>::with_fused_graph(const Step& step, Fn fn) {
   g.n_total = step.na;
   g.n_edges = step.n_edges;
   g.n_send = n_send_;
+  if (n_send_ >= 0) g.image_owner = step.image_owner;
   const int K = data_.K, C = data_.C;
   using Unmanaged3 = Kokkos::View<T***, Kokkos::LayoutRight, ExecSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto as3 = [&](FeatureView v, int n) { return Unmanaged3(v.data(), n, K, C); };

@@ -5,6 +5,8 @@
 // (run_kernels<T, L> extern here, instantiated where the list below says), so that a parallel build compiles the
 // sets concurrently.
 #pragma once
+#include <set>
+
 #include "test_util.hpp"
 
 namespace interaction_test {
@@ -585,9 +587,27 @@ void expect_bitwise_equal(const KernelRun<T>& a, const KernelRun<T>& b) {
   EXPECT_EQ(max_diff(a.vatom, b.vatom).first, 0.0);
 }
 
+// The kernels' graph contract (kernels/graph.hpp): an edge i <- j inside r_c between owned atoms has its reverse
+// j <- i, as in LAMMPS's full neighbour lists. Appends the missing reverses.
+inline void symmetrize(System& S, double rc) {
+  std::set<std::pair<int, int>> have;
+  for (size_t e = 0; e < S.recv.size(); ++e) have.insert({S.recv[e], S.send[e]});
+  const size_t E = S.recv.size();
+  for (size_t e = 0; e < E; ++e) {
+    const int i = S.recv[e], j = S.send[e];
+    double d2 = 0;
+    for (int a = 0; a < 3; ++a) d2 += (S.x[3 * j + a] - S.x[3 * i + a]) * (S.x[3 * j + a] - S.x[3 * i + a]);
+    if (j < S.n_recv && std::sqrt(d2) < rc && have.insert({j, i}).second) {
+      S.recv.push_back(j);
+      S.send.push_back(i);
+    }
+  }
+}
+
 // Receivers of the edge-split test: 0 and 3 list their neighbours so that only list slots 3 (mod 4), resp.
 // 0 (mod 4), lie inside r_c (with S = 4 or 2 only one edge slot meets edges; receiver 0 spans two chunks),
 // 1 has two edges (fewer than S), 2 has no edge at all, 4 lists every other atom; the last atom is in no edge.
+// Receiver 2 is moved beyond r_c of all atoms; symmetrize adds the reverses of the other owned pairs.
 inline System split_system(int L, int C, double rc, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(0, 8.0);
   std::normal_distribution<double> g(0, 1);
@@ -601,6 +621,7 @@ inline System split_system(int L, int C, double rc, std::mt19937& rng) {
     S.x[0 + a] = centre[0][a];
     S.x[9 + a] = centre[1][a];
   }
+  for (int a = 0; a < 3; ++a) S.x[6 + a] = 40.0 + a;  // receiver 2: no atom within r_c
   auto dist = [&](int i, int j) {
     double d2 = 0;
     for (int a = 0; a < 3; ++a) d2 += (S.x[3 * j + a] - S.x[3 * i + a]) * (S.x[3 * j + a] - S.x[3 * i + a]);
@@ -615,8 +636,10 @@ inline System split_system(int L, int C, double rc, std::mt19937& rng) {
     std::vector<int> in, out;
     for (int j = 0; j < last; ++j)
       if (j != i) (dist(i, j) < rc ? in : out).push_back(j);
+    const std::vector<int> all_out = out;  // (repeated where they run out first: every atom inside r_c is listed)
     for (size_t p = 0;; ++p) {
       auto& pool = int(p % 4) == phase ? in : out;
+      if (pool.empty() && &pool == &out && !in.empty()) out = all_out;
       if (pool.empty()) break;
       add(i, pool.back());
       pool.pop_back();
@@ -632,6 +655,7 @@ inline System split_system(int L, int C, double rc, std::mt19937& rng) {
   patterned(3, 0);
   for (int j = 0; j < last; ++j)
     if (j != 4) add(4, j);
+  symmetrize(S, rc);
   S.h.resize(size_t(S.n_total) * num_sh(L) * C);
   for (double& v : S.h) v = g(rng);
   return S;

@@ -17,7 +17,7 @@ INTERACTION_TEST_RUN_KERNELS(float, 1);
 // Largest team the back-end runs (on OpenMP: the thread count); declared in interaction_test_util.hpp.
 int interaction_test::team_size_max() {
   using Kern = InteractionKernel<double, Dev, 1, true>;
-  Kokkos::TeamPolicy<Dev::execution_space, Kern::RecvAdj> probe(1, 1);
+  Kokkos::TeamPolicy<Dev::execution_space, Kern::PairAdj> probe(1, 1);
   return probe.team_size_max(Kern{}, Kokkos::ParallelForTag());
 }
 
