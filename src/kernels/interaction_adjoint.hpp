@@ -1,12 +1,17 @@
-// Adjoint kernels of one fused interaction layer (InteractionKernel's PairAdjT / SendAdjT tags,
-// interaction_kernel.hpp); both recompute each edge instead of reading per-edge tensors:
-//   PairAdj  team i (owned atoms): for each edge i <- j, its receiver terms (dE/dr_ij from gm, go of i: force on i,
-//            half the edge virial, dE/dq_i) and, where the reverse edge j <- i is on this rank, that edge's sender
-//            terms (force on i, its half virial, dE/dh_i, dE/dk_i). The two edges share the distance, so the
-//            prepare pass and the radial MLP run once for both.
-//   SendAdj  team j (the ghosts of other ranks, from atom0 on): loops over the edges with sender j (sender CSR);
-//            dE/dh_j (gather), sender force, half virial, dE/dk_j. With its own force / virial accumulators
-//            (InteractionWork::f_send) it may run beside PairAdj on CUDA (interaction_driver.hpp).
+// Adjoint kernels of one fused interaction layer (InteractionKernel's RecvAdjT / SendAdjT / PairAdjT tags,
+// interaction_kernel.hpp); all recompute each edge instead of reading per-edge tensors. Two passes
+// (LayerParams::pair_adjoint = 0):
+//   RecvAdj  team i: dE/dr_ij from gm, go of receiver i; accumulates the receiver force, half the per-edge virial
+//            and dE/dq_i (team reduction).
+//   SendAdj  team j (senders from atom0 on: all, or the ghosts of other ranks after PairAdj): loops over the edges
+//            with sender j (sender CSR); dE/dh_j (gather), sender force, half virial, dE/dk_j. With its own force /
+//            virial accumulators (InteractionWork::f_send) it may run beside the other kernel on CUDA
+//            (interaction_driver.hpp).
+// or one pass per owned atom (pair_adjoint = 1; needs a graph symmetric within r_c, graph.hpp):
+//   PairAdj  team i (owned atoms): for each edge i <- j, its receiver terms and, where the reverse edge j <- i is on
+//            this rank, that edge's sender terms (force on i, its half virial, dE/dh_i, dE/dk_i). The two edges share
+//            the distance, so the prepare pass and the radial MLP run once for both; the other ranks' ghosts keep
+//            SendAdj teams.
 #pragma once
 #include "interaction_chunk.hpp"
 
@@ -157,29 +162,27 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   }
 }
 
-// The adjoint terms of chunk edge t for a team: a pair team's receiver terms of the edge and sender terms of its
-// reverse (both geometry and radial outputs from the one chunk row), or a sender team's terms of the edge.
+// The adjoint terms of chunk edge t for a team of mode MODE: a receiver or sender team's terms of the edge, or a pair
+// team's receiver terms of the edge and sender terms of its reverse (geometry and radial outputs from one chunk row).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool PAIR, class Ch, class A>
+template <int MODE, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_edge(int atom, int c, int a,
                                                                                        const Ch& ch, int t, T go_o,
                                                                                        A* acc, T* ghj) const {
-  if constexpr (PAIR) {
-    adjoint_edge<false, false>(atom, c, a, ch, t, go_o, acc, ghj);
-    adjoint_edge<true, true>(atom, c, a, ch, t, go_o, acc, ghj);
-  } else {
-    adjoint_edge<true, false>(atom, c, a, ch, t, go_o, acc, ghj);
-  }
+  if constexpr (MODE != kSendAdjoint) adjoint_edge<false, false>(atom, c, a, ch, t, go_o, acc, ghj);
+  if constexpr (MODE == kPairAdjoint) adjoint_edge<true, true>(atom, c, a, ch, t, go_o, acc, ghj);
+  if constexpr (MODE == kSendAdjoint) adjoint_edge<true, false>(atom, c, a, ch, t, go_o, acc, ghj);
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
-// per-atom results: force, virial and dE/dq, dE/dk (pair team) or dE/dk (sender team).
+// per-atom results: force, virial and dE/dq (receiver team), dE/dk (sender team) or both (pair team).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_finish(const member& team,
                                                                                          const scratch& part, int n,
-                                                                                         bool pair) const {
+                                                                                         int mode) const {
   team.team_barrier();
   const int C = prm.C, chead = C / prm.A, adk = FEATURE_GRAD ? prm.A * prm.dk : 0, S = int(part.extent(0)) / C;
+  const bool pair = mode == kPairAdjoint;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 9 + (pair ? 2 : 1) * adk), [&](const int v) {
     if (v < 9) {
       double s = 0;
@@ -193,26 +196,28 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       double s = 0;
       for (int sl = 0; sl < S; ++sl)
         for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + key_of_k * prm.dk + e);
-      (pair && key_of_k == 0 ? gq : gk)(n, w) = T(s);
+      (mode == kRecvAdjoint || (pair && key_of_k == 0) ? gq : gk)(n, w) = T(s);
     }
   });
 }
 
-// Partial v of a thread's acc (pair team: NVP values, sender team: NV) as column of the end-of-atom partials
-// (part_cols): force, virial, dq (pair team) then dk, each key block prm.dk wide.
+// Partial v of a thread's acc (pair team: NVP values, else NV) as column of the end-of-atom partials (part_cols):
+// force, virial, then the dq or dk partials (a pair team: dq, then dk), each key block prm.dk wide.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 KOKKOS_INLINE_FUNCTION int InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_col(int v) const {
   return v < 9 + DKM ? (v < 9 + prm.dk ? v : -1) : (v - DKM < 9 + prm.dk ? v - DKM + prm.dk : -1);
 }
 
-// The adjoint of one atom: of owned atom `atom` as receiver and, through the reverse edges, as sender (PairAdj), or
-// of sender atom0 + league rank (SendAdj).
+// The adjoint of one atom (MODE: kRecvAdjoint, kSendAdjoint or kPairAdjoint): of receiver `atom` (RecvAdj), of
+// sender atom0 + league rank (SendAdj), or of owned atom `atom` as receiver and, through the reverse edges, as
+// sender (PairAdj).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool PAIR, bool TEAM_RADIAL>
+template <int MODE, bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_team(const member& team) const {
-  constexpr bool SENDER = !PAIR;  // the edge list the team walks: receiver list (pair team) or sender list
+  constexpr bool SENDER = MODE == kSendAdjoint, PAIR = MODE == kPairAdjoint;  // (the edge list the team walks)
+  constexpr bool GIVES_GH = FEATURE_GRAD && MODE != kRecvAdjoint;           // dE/dh of the atom as sender
   constexpr int NA = PAIR ? NVP : NV;
-  const int atom = PAIR ? team.league_rank() : atom0 + team.league_rank();
+  const int atom = SENDER ? atom0 + team.league_rank() : team.league_rank();
   const int C = prm.C, chead = C / prm.A;
   const int ts = team.team_size(), tr = team.team_rank();
   check_team_size<TEAM_RADIAL>(ts);
@@ -228,7 +233,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     for (int v = 0; v < NA; ++v) acc[v] = 0;
     T ghj[K];
     for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-    const T go_o = PAIR ? receiver_go_o(atom, c) : T(0);
+    const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
     for (int start = s0; start < s1; start += ch.radial_edges) {
       const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
       if (first == 0) prepare_basis<SENDER, true, PAIR>(team, ch, atom, start, s1 - start);
@@ -236,7 +241,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-      for (int t = first + sl; t < first + n; t += S) team_edge<PAIR>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+      for (int t = first + sl; t < first + n; t += S) team_edge<MODE>(atom, c, c / chead, ch, t, go_o, acc, ghj);
     }
     if (TEAM_RADIAL) team.team_barrier();  // part and buf overlap the last chunk
     const scratch part = part_of(ch, S);
@@ -244,7 +249,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       const int col = part_col(v);
       if (col >= 0) part(tr, col) = acc[v];
     }
-    if (FEATURE_GRAD) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
+    if (GIVES_GH) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
       if (S > 1) {
         const ST2 buf = buf_of(ch, true, S);
         park(buf, C, c, sl, 0, ghj, K);
@@ -269,9 +274,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
         for (int v = 0; v < NA; ++v) acc[v] = 0;
         T ghj[K];
         for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
-        const T go_o = PAIR ? receiver_go_o(atom, c) : T(0);
-        for (int t = first; t < first + n; ++t) team_edge<PAIR>(atom, c, c / chead, ch, t, go_o, acc, ghj);
-        if (FEATURE_GRAD)
+        const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
+        for (int t = first; t < first + n; ++t) team_edge<MODE>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+        if (GIVES_GH)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
         for (int v = 0; v < NA; ++v) {
           const int col = part_col(v);
@@ -280,20 +285,26 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       }
     }
   }
-  team_finish(team, part_of(ch, S), atom, PAIR);
+  team_finish(team, part_of(ch, S), atom, MODE);
 }
 
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(RecvAdjT<TEAM_RADIAL>,
+                                                                                        const member& team) const {
+  adjoint_team<kRecvAdjoint, TEAM_RADIAL>(team);
+}
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(PairAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
-  adjoint_team<true, TEAM_RADIAL>(team);
+  adjoint_team<kPairAdjoint, TEAM_RADIAL>(team);
 }
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(SendAdjT<TEAM_RADIAL>,
                                                                                         const member& team) const {
-  adjoint_team<false, TEAM_RADIAL>(team);
+  adjoint_team<kSendAdjoint, TEAM_RADIAL>(team);
 }
 
 }  // namespace kernels

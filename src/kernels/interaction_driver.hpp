@@ -183,25 +183,31 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
-    // The pair adjoint covers every edge of the owned atoms; the edges of another rank's ghost senders (no sender
-    // groups) need the sender adjoint of those ghosts, with its own accumulators where the caller gave them: then the
-    // two kernels write disjoint arrays.
-    const int ghosts = g.n_send >= 0 ? 0 : g.n_total - g.n_recv;
+    // The pair adjoint covers every edge of the owned atoms, the sender adjoint then only the edges of other ranks'
+    // ghosts (no sender groups); else the receiver and sender adjoints cover them all. Where the caller gave the
+    // sender adjoint its own accumulators, the two kernels write disjoint arrays and may run side by side.
+    const bool pair = uses_pair_adjoint<exec>(prm);
+    const int senders = pair ? (g.n_send >= 0 ? 0 : g.n_total - g.n_recv) : g.senders();
     Kern send = kern;
-    send.atom0 = g.n_recv;
+    send.atom0 = pair ? g.n_recv : 0;
     const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
                      work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
     if (own) send.f = work.f_send, send.vatom = work.vatom_send;
-    const bool concurrent = ghosts > 0 && own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
+    const bool concurrent = senders > 0 && own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
     if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
     if (concurrent) work.lanes->fork();
-    const exec pair_space = concurrent ? work.lanes->lane(0) : exec();
+    const exec first_space = concurrent ? work.lanes->lane(0) : exec();
     const exec send_space = concurrent ? work.lanes->lane(1) : exec();
-    with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
-      launch_kernel("batmobile::interaction_pair_adj", kern, pol, pair_space);
-    });
-    if (ghosts > 0)
-      with_atom_policy<Kern::template SendAdjT>(send, ghosts, true, team_size, [&](const auto& pol) {
+    if (pair)
+      with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+        launch_kernel("batmobile::interaction_pair_adj", kern, pol, first_space);
+      });
+    else
+      with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+        launch_kernel("batmobile::interaction_recv_adj", kern, pol, first_space);
+      });
+    if (senders > 0)
+      with_atom_policy<Kern::template SendAdjT>(send, senders, true, team_size, [&](const auto& pol) {
         launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
       });
     if (concurrent) work.lanes->join();

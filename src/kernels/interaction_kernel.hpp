@@ -75,6 +75,10 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   template <bool TEAM_RADIAL>
+  struct RecvAdjT {
+    static constexpr bool team_radial = TEAM_RADIAL;
+  };
+  template <bool TEAM_RADIAL>
   struct PairAdjT {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
@@ -83,6 +87,7 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   using Forward = ForwardT<false>;
+  using RecvAdj = RecvAdjT<false>;
   using PairAdj = PairAdjT<false>;
   using SendAdj = SendAdjT<false>;
 
@@ -182,10 +187,12 @@ struct InteractionKernel {
   int basis_edges = 0;
   int use_tensor_cores = 0;
 
-  // Entry points (one team per atom): the forward (interaction_forward.hpp), the pair adjoint of the owned atoms and
-  // the sender adjoint of the ghosts (interaction_adjoint.hpp).
+  // Entry points (one team per atom): the forward (interaction_forward.hpp) and the adjoints: receiver and sender,
+  // or pair (interaction_adjoint.hpp).
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(ForwardT<TEAM_RADIAL>, const member& team) const;
+  template <bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void operator()(RecvAdjT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(PairAdjT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
@@ -281,14 +288,14 @@ struct InteractionKernel {
   }
   template <bool SENDER, bool REV, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
-  template <bool PAIR, class Ch, class A>
+  template <int MODE, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void team_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;
   template <class G>
   KOKKOS_INLINE_FUNCTION T dot_o(int i, int c, const G& goi) const;
   KOKKOS_INLINE_FUNCTION int part_col(int v) const;
-  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, bool pair) const;
-  template <bool PAIR, bool TEAM_RADIAL>
+  KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, int mode) const;
+  template <int MODE, bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;
 };
 

@@ -292,7 +292,8 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   int tc_fwd, tc_adj;
-  bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
+  bool capped_adj = false;
+  bool pair_adj = false;  // the adjoint runs as the pair adjoint (LayerParams::pair_adjoint)  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool fixed_dims = false;  // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
@@ -328,9 +329,14 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
   with_adjoint_kernel<T, Device, L, ATTN, ROLE, Dims>(prm, [&](auto& adj) {
     using Adj = std::decay_t<decltype(adj)>;
     adj.prm = prm;
-    with_atom_policy<Adj::template PairAdjT>(adj, n, true, team_adj, [&](const auto& pol) {
+    auto note = [&](const auto& pol) {
       note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
-    });
+    };
+    if (uses_pair_adjoint<typename Adj::exec>(prm))
+      with_atom_policy<Adj::template PairAdjT>(adj, n, true, team_adj, note);
+    else
+      with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, note);
+    r.pair_adj = uses_pair_adjoint<typename Adj::exec>(prm);
     r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });

@@ -31,6 +31,31 @@ TEST(Interaction, TeamPerChannelPath) {
   check_forward_and_adjoint<2>(20, 6, 10, 4.0, {C}, 12);  // dk > kSmallDk
 }
 
+// The two adjoints (LayerParams::pair_adjoint = 0: receiver and sender passes, the GPU default) against the pair
+// adjoint (1, the host default) and the independent reference, with one thread per team and, on OpenMP with enough
+// threads, the GPU paths' teams of C and 4 C threads: a receiver without edges, ghosts (sender teams after the pair
+// teams), edges beyond r_c, radial modes 0-2.
+TEST(Interaction, PairAdjointPath) {
+  constexpr int L = 2;
+  std::mt19937 rng(83);
+  const Model M = make_model(L, rng);
+  const int C = M.C;
+  const System S = split_system(L, C, M.rc, rng);
+  const Expected E = expected(M, S, rng);
+  std::vector<int> teams = {0};
+  for (int ts : {C, 4 * C})
+    if (team_size_max() >= ts) teams.push_back(ts);
+  for (int mode : {0, 1, 2})
+    for (int ts : teams) {
+      Launch two(ts, mode, 0), pair(ts, mode, 0);
+      two.pair = 0;
+      pair.pair = 1;
+      compare_runs<double, L>(M, S, E, two, pair, 1e-12);
+      compare_runs<float, L>(M, S, E, two, pair, 2e-5);
+      check_against<L>(M, S, E, two);
+    }
+}
+
 // The edge-split GPU path (team_size = C * S: thread = channel + edge slot) on the host back-end: needs teams of
 // 4 C = 32 OpenMP threads (CTest runs this test with OMP_NUM_THREADS=32); skipped otherwise.
 TEST(Interaction, EdgeSplitPath) {
