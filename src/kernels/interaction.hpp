@@ -6,7 +6,7 @@
 //                               outputs of a chunk)
 //   interaction_radial.hpp      the radial MLP outputs: per channel, team GEMM, tensor-core MMA
 //   interaction_forward.hpp     the forward kernel body (ForwardT)
-//   interaction_adjoint.hpp     the receiver and sender adjoint kernel bodies (RecvAdjT, SendAdjT)
+//   interaction_adjoint.hpp     the adjoint kernel bodies: receiver and sender (RecvAdjT, SendAdjT), or pair (PairAdjT)
 //   interaction_project_qk.hpp  ProjectQK: the attention projections q, k and their adjoint (node kernels)
 //   interaction_launch.hpp      launch policy: team sizes, chunks, register caps, the launch report
 //   interaction_driver.hpp      interaction_forward(), interaction_backward(), InteractionWork
@@ -40,6 +40,10 @@
 //                                Independent of RecvAdj: with its own force / virial accumulators
 //                                (InteractionWork::f_send) the two can run side by side on CUDA (lanes.hpp;
 //                                LayerParams::concurrent_adjoints with const_slot_launch; default on).
+//   InteractionKernel::PairAdj   team i (owned atoms; LayerParams::pair_adjoint, the host default): RecvAdj's terms
+//                                of each edge i <- j and SendAdj's terms of its reverse j <- i from one prepare
+//                                pass and radial MLP (a graph symmetric within r_c, graph.hpp); SendAdj then runs
+//                                for other ranks' ghosts only.
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk

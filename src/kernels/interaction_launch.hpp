@@ -292,8 +292,8 @@ struct InteractionLaunch {
   int team_fwd, chunk_fwd, team_adj, chunk_adj;
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   int tc_fwd, tc_adj;
-  bool capped_adj = false;
-  bool pair_adj = false;  // the adjoint runs as the pair adjoint (LayerParams::pair_adjoint)  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
+  bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
+  bool pair_adj = false;    // the adjoint runs as the pair adjoint (LayerParams::pair_adjoint)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool fixed_dims = false;  // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
