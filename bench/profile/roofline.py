@@ -59,11 +59,12 @@ def kernel_group(name):
     the namespaces and the template arguments' casts). Lambdas are named by their enclosing function and lambda
     instance, the other kernels by their functor."""
     m = re.search(r"InteractionKernel<(?:float|double), [^,]+, (?:\(int\))?(\d+), (?:\(bool\))?\w+, (?:\(int\))?\d+, "
-                  r"(?:\(int\))?(\d+)>::(ForwardT|RecvAdjT|SendAdjT)", name)
+                  r"(?:\(int\))?(\d+)>::(ForwardT|RecvAdjT|SendAdjT|PairAdjT)", name)
     if m:
         role = {"0": "general layer", "1": "first layer", "2": "last layer", "3": "single layer"}.get(m.group(2),
                                                                                                    m.group(2))
-        what = {"ForwardT": "fused forward", "RecvAdjT": "fused receiver adjoint", "SendAdjT": "fused sender adjoint"}
+        what = {"ForwardT": "fused forward", "RecvAdjT": "fused receiver adjoint", "SendAdjT": "fused sender adjoint",
+                "PairAdjT": "fused pair adjoint"}
         return f"{what[m.group(3)]} ({role})"
     m = re.search(r"Parallel(For|Reduce|Scan)(?:WithTotal)?<(?:(?:Kokkos::Impl::)?CudaFunctorAdapter<)?(?:void )?"
                   r"([\w:]+)", name)

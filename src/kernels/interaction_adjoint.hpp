@@ -222,7 +222,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   const int ts = team.team_size(), tr = team.team_rank();
   check_team_size<TEAM_RADIAL>(ts);
   const int S = edge_split(ts, C);
-  const auto ch = make_chunk<TEAM_RADIAL>(team, true, S);
+  const auto ch = make_chunk<TEAM_RADIAL>(team, PAIR ? 2 : 1, S);
   const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
   const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
   if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
@@ -251,7 +251,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     }
     if (GIVES_GH) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
       if (S > 1) {
-        const ST2 buf = buf_of(ch, true, S);
+        const ST2 buf = buf_of(ch, S);
         park(buf, C, c, sl, 0, ghj, K);
         team.team_barrier();
         if (sl == 0)
@@ -264,7 +264,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
     const scratch part = part_of(ch, S);
     for (int c = 0; c < C; ++c)
-      for (int v = 0; v < part_cols(prm.dk); ++v) part(c, v) = 0;
+      for (int v = 0; v < part_cols(ch.kind, prm.dk); ++v) part(c, v) = 0;
     for (int start = s0; start < s1; start += ch.radial_edges) {
       const int n = s1 - start < ch.radial_edges ? s1 - start : ch.radial_edges, first = basis_row(ch, s0, start);
       if (first == 0) prepare_basis<SENDER, true, PAIR>(team, ch, atom, start, s1 - start);

@@ -36,7 +36,7 @@ KOKKOS_INLINE_FUNCTION int auto_prepare_span_fixed(int nf, int ts) {
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::make_chunk(const member& team,
-                                                                                        bool adjoint, int S) const
+                                                                                        int adjoint, int S) const
     -> Chunk<TEAM_RADIAL> {
   const int C = prm.C, H = prm.H;
   const bool overlap = chunk_overlap(team.team_size());
@@ -52,17 +52,18 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.geo = ST2(at(lo.geo), ch.basis_edges, kGeoCols);
   ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
   if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
-  if (adjoint) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
+  if (adjoint == 2) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
   ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, ch.basis_edges) : ST2(at(lo.s), ch.basis_edges, H);
   ch.sd = TEAM_RADIAL ? ST2(at(lo.sd), H, ch.basis_edges) : ST2(at(lo.sd), ch.basis_edges, H);
   ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.basis_edges);
-  if (adjoint) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
+  if (adjoint == 2) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
   if (TEAM_RADIAL) {
     ch.w = ST2(at(lo.w), ch.radial_edges, NW * C);
     if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, NW * C);
   }
   ch.base = base;
   ch.overlap = overlap;
+  ch.kind = adjoint;
   return ch;
 }
 
@@ -71,15 +72,15 @@ template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::scratch
 InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_of(const Chunk<TEAM_RADIAL>& ch, int S) const {
-  const Layout lo = layout(prm.C, prm.H, prm.dk, true, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
-  return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, part_cols(prm.dk));
+  const Layout lo = layout(prm.C, prm.H, prm.dk, ch.kind, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
+  return scratch(reinterpret_cast<double*>(ch.base + lo.part), prm.C * S, part_cols(ch.kind, prm.dk));
 }
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION typename InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::ST2
-InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const {
-  const Layout lo = layout(prm.C, prm.H, prm.dk, adjoint, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
-  return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(adjoint));
+InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::buf_of(const Chunk<TEAM_RADIAL>& ch, int S) const {
+  const Layout lo = layout(prm.C, prm.H, prm.dk, ch.kind, S, TEAM_RADIAL ? radial_edges : 0, ch.overlap, basis_edges);
+  return ST2(reinterpret_cast<T*>(ch.base + lo.buf), prm.C * (S - 1), merge_cols(ch.kind != 0));
 }
 
 // Fills the basis chunk with the edges [start, start + n) of `atom` (receiver list, or sender list if SENDER;
@@ -186,27 +187,27 @@ template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims
 template <bool GRAD, bool PAIR, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_head_terms(
     const Ch& ch, int t, int i, int j, int i2, int a, T d, const T* B, const T* dB) const {
-  const T sdk = T(1) / sqrt(T(prm.dk));
-  T s = T(0), s2 = T(0);
+  T s = T(0), s2 = T(0);  // (s2: the reverse edge's logit)
   for (int e = 0; e < prm.dk; ++e) {
     s += key(q, i, a, e) * key(k, j, a, e);
     if (PAIR && i2 >= 0) s2 += key(q, i2, a, e) * key(k, i, a, e);
   }
-  T gb = T(0), dg = T(0);
+  s /= sqrt(T(prm.dk));
+  if (PAIR) s2 /= sqrt(T(prm.dk));
+  T dg = T(0);
   for (int n = 0; n < kMaxNB; ++n)  // compile-time bound: B and dB stay in registers
     if (n < prm.NB) {
-      gb += prm.Wg(a, n) * B[n];
+      s += prm.Wg(a, n) * B[n];
+      if (PAIR) s2 += prm.Wg(a, n) * B[n];
       if (GRAD) dg += prm.Wg(a, n) * dB[n];
     }
-  s = s * sdk + gb;
   T du;
   const T u = envelope(d, prm.r_c, &du);
   const bool inside = u > T(0);  // an edge whose u rounds to <= 0 next to r_c has weight 0
   if constexpr (GRAD) {
-    const T lu = inside ? log(u) : T(0);
-    ch.lg(t, a) = inside ? softmax_weight(i, a, s + lu) : T(0);
+    ch.lg(t, a) = inside ? softmax_weight(i, a, s + log(u)) : T(0);
     ch.dlg(t, a) = inside ? du / u + dg : T(0);
-    if (PAIR) ch.lg2(t, a) = inside && i2 >= 0 ? softmax_weight(i2, a, s2 * sdk + gb + lu) : T(0);
+    if (PAIR) ch.lg2(t, a) = inside && i2 >= 0 ? softmax_weight(i2, a, s2 + log(u)) : T(0);
   } else {
     ch.lg(t, a) = inside ? s + log(u) : T(kMaskedLogit);
   }

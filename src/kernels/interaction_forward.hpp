@@ -33,7 +33,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     }
     if (S > 1) {
       if (TEAM_RADIAL) team.team_barrier();  // buf overlaps the last chunk
-      merge_forward(team, buf_of(ch, false, S), S, c, sl, accm, acco, run_max, run_z);
+      merge_forward(team, buf_of(ch, S), S, c, sl, accm, acco, run_max, run_z);
     }
     if (sl == 0) forward_write(i, c, a, chead, accm, acco, run_max, run_z);
   } else {

@@ -107,6 +107,7 @@ struct InteractionKernel {
     int radial_edges = CH;  // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
     int basis_edges = CH;   // edges per basis chunk (rows of geo, lg, dlg, s, sd, other): a multiple of radial_edges
     bool overlap;           // chunk_overlap(team size)
+    int kind = 0;           // the layout's kernel kind (layout: 0 forward, 1 receiver or sender adjoint, 2 pair)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
     // Channel c's entry of edge t's row in w or dw (rows of NW C values: a compile-time stride with compile-time C);
@@ -115,7 +116,8 @@ struct InteractionKernel {
       return out.data() + wrow(t) * (NW * C) + c;
     }
   };
-  // Byte offsets of the arrays of Chunk (each 32-byte aligned). In mode 1 the end-of-atom arrays overlap the
+  // Byte offsets of the arrays of Chunk (each 32-byte aligned) for a kernel of kind `adjoint`: 0 the forward, 1 a
+  // receiver or sender adjoint, 2 the pair adjoint (which adds lg2, other2 and the dk partials to part). In mode 1 the end-of-atom arrays overlap the
   // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
   // only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0: radial_edges), mode 0
   // CH.
@@ -127,7 +129,7 @@ struct InteractionKernel {
     off += (bytes + 31) / 32 * 32;
     return o;
   }
-  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, bool adjoint, int S, int radial_edges,
+  KOKKOS_INLINE_FUNCTION static Layout layout(int C, int H, int dk, int adjoint, int S, int radial_edges,
                                               bool overlap = true, int basis_edges = 0) {
     const size_t t = sizeof(T), radial_rows = radial_edges > 0 ? radial_edges : CH,
                  basis_rows = radial_edges > 0 && basis_edges > radial_edges ? basis_edges : radial_rows;
@@ -136,25 +138,25 @@ struct InteractionKernel {
     lo.geo = take(off, t * basis_rows * kGeoCols);
     lo.lg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
-    if (adjoint) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
+    if (adjoint == 2) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
     lo.s = take(off, t * basis_rows * H);
     lo.sd = take(off, t * basis_rows * H);
     lo.other = take(off, sizeof(int) * basis_rows);
-    if (adjoint) lo.other2 = take(off, sizeof(int) * basis_rows);
+    if (adjoint == 2) lo.other2 = take(off, sizeof(int) * basis_rows);
     if (radial_edges > 0) {
       lo.w = take(off, t * radial_rows * NW * C);
       if (adjoint) lo.dw = take(off, t * radial_rows * NW * C);
     }
     const size_t chunk_end = off;
     if (radial_edges > 0 && overlap) off = 0;
-    if (adjoint) lo.part = take(off, sizeof(double) * C * S * part_cols(dk));
+    if (adjoint) lo.part = take(off, sizeof(double) * C * S * part_cols(adjoint, dk));
     if (S > 1) lo.buf = take(off, t * C * (S - 1) * merge_cols(adjoint));
     lo.total = off > chunk_end ? off : chunk_end;
     return lo;
   }
   // Per-team scratch for edge split S (S = 1: host or one thread per channel) and radial chunk radial_edges (0: mode
   // 0).
-  static size_t scratch_bytes(int C, int H, int dk, bool adjoint, int S = 1, int radial_edges = 0, bool overlap = true,
+  static size_t scratch_bytes(int C, int H, int dk, int adjoint, int S = 1, int radial_edges = 0, bool overlap = true,
                               int basis_edges = 0) {
     return layout(C, H, dk, adjoint, S, radial_edges, overlap, basis_edges).total + 64;  // + alignment of the base
   }
@@ -162,8 +164,8 @@ struct InteractionKernel {
   // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
   // back-ends run mode 1 with teams of C * S only, so there it is a compile-time true).
   KOKKOS_INLINE_FUNCTION static constexpr bool chunk_overlap(int ts) { return !(runs_on_host<exec> && ts == 1); }
-  // Columns of the adjoints' end-of-atom partials: force, virial, dq and dk (a pair team; a sender team dk only).
-  KOKKOS_INLINE_FUNCTION static constexpr int part_cols(int dk) { return 9 + 2 * dk; }
+  // Columns of the adjoints' end-of-atom partials: force, virial and dq or dk (both for the pair adjoint, kind 2).
+  KOKKOS_INLINE_FUNCTION static constexpr int part_cols(int kind, int dk) { return 9 + (kind == 2 ? 2 : 1) * dk; }
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
 
@@ -248,11 +250,11 @@ struct InteractionKernel {
 
   // Per-chunk stages shared by the forward and the adjoints (interaction_chunk.hpp).
   template <bool TEAM_RADIAL>
-  KOKKOS_INLINE_FUNCTION auto make_chunk(const member& team, bool adjoint, int S) const -> Chunk<TEAM_RADIAL>;
+  KOKKOS_INLINE_FUNCTION auto make_chunk(const member& team, int adjoint, int S) const -> Chunk<TEAM_RADIAL>;
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION scratch part_of(const Chunk<TEAM_RADIAL>& ch, int S) const;
   template <bool TEAM_RADIAL>
-  KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<TEAM_RADIAL>& ch, bool adjoint, int S) const;
+  KOKKOS_INLINE_FUNCTION ST2 buf_of(const Chunk<TEAM_RADIAL>& ch, int S) const;
   template <bool SENDER, bool GRAD, bool PAIR = false, class Ch>
   KOKKOS_INLINE_FUNCTION void prepare_basis(const member& team, const Ch& ch, int atom, int start, int left) const;
   template <bool GRAD, bool PAIR, class Ch>

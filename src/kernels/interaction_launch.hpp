@@ -45,7 +45,7 @@ bool tensor_core_ok(const Params& prm, int team_size) {
 // Mode 1 basis chunk for radial chunk radial_edges: the largest multiple of radial_edges up to kMaxBasisChunk (and
 // up to `want` if want > 0) whose scratch fits `limit`; radial_edges itself if none larger does.
 template <class Kern>
-int basis_chunk_for(int C, int H, int dk, bool adjoint, int S, int radial_edges, bool overlap, size_t limit,
+int basis_chunk_for(int C, int H, int dk, int adjoint, int S, int radial_edges, bool overlap, size_t limit,
                     int want = 0) {
   int best = radial_edges;
   for (int bc = 2 * radial_edges; radial_edges > 0 && bc <= kMaxBasisChunk && (want <= 0 || bc <= want);
@@ -56,7 +56,7 @@ int basis_chunk_for(int C, int H, int dk, bool adjoint, int S, int radial_edges,
 // Mode 1 chunk for edge split S: `want` (2, 4, 8) or, if 0, the largest of 8, 4, 2 that is >= min_cap and
 // whose scratch fits `limit`; 0 (mode 0) if none does.
 template <class Kern>
-int radial_chunk_for(int C, int H, int dk, bool adjoint, int S, size_t limit, int want = 0, int min_cap = 2) {
+int radial_chunk_for(int C, int H, int dk, int adjoint, int S, size_t limit, int want = 0, int min_cap = 2) {
   for (int cap : {8, 4, 2})
     if ((want == 0 ? cap >= min_cap : cap == want) && Kern::scratch_bytes(C, H, dk, adjoint, S, cap) <= limit)
       return cap;
@@ -67,7 +67,7 @@ int radial_chunk_for(int C, int H, int dk, bool adjoint, int S, size_t limit, in
 // radial mode 1 (team_radial) the largest S for which a mode-1 chunk of >= S edges fits `limit`, else (mode 0) S
 // lowered until the scratch fits. Returns {S, radial chunk}.
 template <class Kern>
-Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, bool adjoint, bool team_radial, int want, int tmax,
+Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, int adjoint, bool team_radial, int want, int tmax,
                                   size_t limit) {
   const int S0 = auto_edge_split(C);
   auto team_ok = [&](int S) { return S == 1 || (C * S <= 256 && C * S <= tmax); };
@@ -146,7 +146,7 @@ int fused_blocks_per_sm(const Kern& kern, int team_size, size_t bytes) {
 // kernel (as launch_kernel will launch it: capped or not) keeps as many blocks per SM as with radial_edges: a larger
 // scratch must not cost occupancy (64-edge basis chunks cost teams of 64 a block per SM on the H200, and MD time).
 template <class Tag, class Kern>
-int basis_chunk_keeping_occupancy(const Kern& kern, bool adjoint, int team_size) {
+int basis_chunk_keeping_occupancy(const Kern& kern, int adjoint, int team_size) {
   const auto& p = kern.prm;
   const int S = edge_split(team_size, p.C);
   const bool overlap = Kern::chunk_overlap(team_size);
@@ -183,7 +183,7 @@ void check_launch_options(const Kern& kern) {
 // then S - 1 as if explicit; 1 or C * S: explicit (tests run the GPU paths on OpenMP with it; mode 1 then takes the
 // largest chunk that fits, the host back-ends not limiting it).
 template <class Tag, class Kern>
-inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, bool adjoint,
+inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, int adjoint,
                                                                      int team_size = 0) {
   using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
   const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk, want = kern.prm.radial_chunk;
@@ -251,9 +251,10 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
 }
 
 // Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode = 1 and a mode-1 chunk
-// fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to match.
+// fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to match. adjoint: the team scratch's
+// layout (InteractionKernel::layout: 0 forward, 1 receiver or sender adjoint, 2 pair adjoint).
 template <template <bool> class TagT, class Kern, class F>
-void with_atom_policy(Kern& kern, int n, bool adjoint, int team_size, F&& f) {
+void with_atom_policy(Kern& kern, int n, int adjoint, int team_size, F&& f) {
   if (kern.prm.radial_mode >= 1) {
     const auto pol = atom_team_policy<TagT<true>>(kern, n, adjoint, team_size);
     if (kern.radial_edges > 0) return f(pol);
@@ -333,11 +334,11 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
       note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
     };
     if (uses_pair_adjoint<typename Adj::exec>(prm))
-      with_atom_policy<Adj::template PairAdjT>(adj, n, true, team_adj, note);
+      with_atom_policy<Adj::template PairAdjT>(adj, n, 2, team_adj, note);
     else
       with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, note);
     r.pair_adj = uses_pair_adjoint<typename Adj::exec>(prm);
-    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, true, edge_split(r.team_adj, prm.C), r.chunk_adj,
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, r.pair_adj ? 2 : 1, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });
   return r;

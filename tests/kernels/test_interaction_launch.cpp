@@ -342,7 +342,7 @@ TEST(Interaction, RadialGemmScratch) {
   expect_gpu_launch<float, 3>(64, 16, false, 2, 2);
   expect_gpu_launch<float, 3>(64, 16, true, 2, 0);  // does not fit: mode 0
   expect_gpu_launch<double, 3>(64, 16, false, 2, 0);
-  expect_gpu_launch<double, 3>(64, 16, true, 1, 0);  // the pair adjoint's partials (dq and dk) need S = 1
+  expect_gpu_launch<double, 3>(64, 16, true, 2, 0);
   // explicit chunk that does not fit: mode 0
   using Kern = InteractionKernel<float, Dev, 2, true>;
   EXPECT_EQ(radial_chunk_for<Kern>(32, 32, 8, true, 4, 40960, 8), 0);
