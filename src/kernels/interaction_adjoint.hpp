@@ -65,7 +65,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     const int C = prm.C;
     const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
     edge_adjoint_radial<SENDER, REV>(i, j, c, a, ch, t, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
-                                Col{dw, P, C}, gr, ghj, gs_out);
+                                     Col{dw, P, C}, gr, ghj, gs_out);
   } else {
     EdgeRadial<T, P> R;
     edge_radial<true>(ch, c, t, d, R);
