@@ -222,7 +222,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   const int ts = team.team_size(), tr = team.team_rank();
   check_team_size<TEAM_RADIAL>(ts);
   const int S = edge_split(ts, C);
-  const auto ch = make_chunk<TEAM_RADIAL>(team, PAIR ? 2 : 1, S);
+  const auto ch = make_chunk<TEAM_RADIAL>(team, PAIR ? kPairScratch : kAdjointScratch, S);
   const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
   const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
   if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks

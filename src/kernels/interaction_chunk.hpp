@@ -52,11 +52,11 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.geo = ST2(at(lo.geo), ch.basis_edges, kGeoCols);
   ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
   if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
-  if (adjoint == 2) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
+  if (adjoint == kPairScratch) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
   ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, ch.basis_edges) : ST2(at(lo.s), ch.basis_edges, H);
   ch.sd = TEAM_RADIAL ? ST2(at(lo.sd), H, ch.basis_edges) : ST2(at(lo.sd), ch.basis_edges, H);
   ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.basis_edges);
-  if (adjoint == 2) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
+  if (adjoint == kPairScratch) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
   if (TEAM_RADIAL) {
     ch.w = ST2(at(lo.w), ch.radial_edges, NW * C);
     if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, NW * C);

@@ -199,11 +199,11 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     const exec first_space = concurrent ? work.lanes->lane(0) : exec();
     const exec send_space = concurrent ? work.lanes->lane(1) : exec();
     if (pair)
-      with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, 2, team_size, [&](const auto& pol) {
+      with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, kPairScratch, team_size, [&](const auto& pol) {
         launch_kernel("batmobile::interaction_pair_adj", kern, pol, first_space);
       });
     else
-      with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, true, team_size, [&](const auto& pol) {
+      with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, kAdjointScratch, team_size, [&](const auto& pol) {
         launch_kernel("batmobile::interaction_recv_adj", kern, pol, first_space);
       });
     if (senders > 0)

@@ -107,7 +107,7 @@ struct InteractionKernel {
     int radial_edges = CH;  // edges per radial chunk (rows of w, dw; mode 1: 2, 4 or 8)
     int basis_edges = CH;   // edges per basis chunk (rows of geo, lg, dlg, s, sd, other): a multiple of radial_edges
     bool overlap;           // chunk_overlap(team size)
-    int kind = 0;           // the layout's kernel kind (layout: 0 forward, 1 receiver or sender adjoint, 2 pair)
+    int kind = kForwardScratch;  // the team-scratch layout (common.hpp: kForwardScratch, ...)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
     // Channel c's entry of edge t's row in w or dw (rows of NW C values: a compile-time stride with compile-time C);
@@ -116,11 +116,11 @@ struct InteractionKernel {
       return out.data() + wrow(t) * (NW * C) + c;
     }
   };
-  // Byte offsets of the arrays of Chunk (each 32-byte aligned) for a kernel of kind `adjoint`: 0 the forward, 1 a
-  // receiver or sender adjoint, 2 the pair adjoint (which adds lg2, other2 and the dk partials to part). In mode 1 the end-of-atom arrays overlap the
-  // chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they are written
-  // only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0: radial_edges), mode 0
-  // CH.
+  // Byte offsets of the arrays of Chunk (each 32-byte aligned) for layout `adjoint` (common.hpp: kForwardScratch,
+  // kAdjointScratch, kPairScratch, which adds lg2, other2 and the dk partials to part). In mode 1 the end-of-atom
+  // arrays overlap the chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they
+  // are written only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0:
+  // radial_edges), mode 0 CH.
   struct Layout {
     size_t geo, lg, dlg, lg2, s, sd, other, other2, w, dw, part, buf, total;
   };
@@ -138,11 +138,11 @@ struct InteractionKernel {
     lo.geo = take(off, t * basis_rows * kGeoCols);
     lo.lg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
-    if (adjoint == 2) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
+    if (adjoint == kPairScratch) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
     lo.s = take(off, t * basis_rows * H);
     lo.sd = take(off, t * basis_rows * H);
     lo.other = take(off, sizeof(int) * basis_rows);
-    if (adjoint == 2) lo.other2 = take(off, sizeof(int) * basis_rows);
+    if (adjoint == kPairScratch) lo.other2 = take(off, sizeof(int) * basis_rows);
     if (radial_edges > 0) {
       lo.w = take(off, t * radial_rows * NW * C);
       if (adjoint) lo.dw = take(off, t * radial_rows * NW * C);
@@ -164,8 +164,10 @@ struct InteractionKernel {
   // on host back-ends, which loops over the channels and accumulates the adjoint partials across chunks (device
   // back-ends run mode 1 with teams of C * S only, so there it is a compile-time true).
   KOKKOS_INLINE_FUNCTION static constexpr bool chunk_overlap(int ts) { return !(runs_on_host<exec> && ts == 1); }
-  // Columns of the adjoints' end-of-atom partials: force, virial and dq or dk (both for the pair adjoint, kind 2).
-  KOKKOS_INLINE_FUNCTION static constexpr int part_cols(int kind, int dk) { return 9 + (kind == 2 ? 2 : 1) * dk; }
+  // Columns of the adjoints' end-of-atom partials: force, virial and dq or dk (both for the pair adjoint's layout).
+  KOKKOS_INLINE_FUNCTION static constexpr int part_cols(int kind, int dk) {
+    return 9 + (kind == kPairScratch ? 2 : 1) * dk;
+  }
   // Columns of a parked partial of edge slot s > 0: forward m (K), o (K), run_max, run_z; adjoint dE/dh_j (K).
   KOKKOS_INLINE_FUNCTION static constexpr int merge_cols(bool adjoint) { return adjoint ? K : 2 * K + 2; }
 

@@ -252,7 +252,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
 
 // Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode = 1 and a mode-1 chunk
 // fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to match. adjoint: the team scratch's
-// layout (InteractionKernel::layout: 0 forward, 1 receiver or sender adjoint, 2 pair adjoint).
+// layout (common.hpp: kForwardScratch, kAdjointScratch, kPairScratch).
 template <template <bool> class TagT, class Kern, class F>
 void with_atom_policy(Kern& kern, int n, int adjoint, int team_size, F&& f) {
   if (kern.prm.radial_mode >= 1) {
@@ -333,12 +333,13 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     auto note = [&](const auto& pol) {
       note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
     };
-    if (uses_pair_adjoint<typename Adj::exec>(prm))
-      with_atom_policy<Adj::template PairAdjT>(adj, n, 2, team_adj, note);
-    else
-      with_atom_policy<Adj::template RecvAdjT>(adj, n, true, team_adj, note);
     r.pair_adj = uses_pair_adjoint<typename Adj::exec>(prm);
-    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, r.pair_adj ? 2 : 1, edge_split(r.team_adj, prm.C), r.chunk_adj,
+    const int layout = r.pair_adj ? kPairScratch : kAdjointScratch;
+    if (r.pair_adj)
+      with_atom_policy<Adj::template PairAdjT>(adj, n, layout, team_adj, note);
+    else
+      with_atom_policy<Adj::template RecvAdjT>(adj, n, layout, team_adj, note);
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, layout, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });
   return r;
