@@ -53,49 +53,42 @@ struct ContractValues {
   KOKKOS_INLINE_FUNCTION Term operator[](int p) const { return {gd, gs, dwv[p], wv[p]}; }
 };
 
-// dE/dr_ij of channel c for chunk edge t = (i <- j) and, for the sender side, dE/dh_j; also dE/ds. REV: the edge is
-// the reverse of chunk edge t (geometry negated, softmax weight lg2). Mode 1 reads the radial outputs from team
-// scratch path by path (RadialColumn); mode 0 computes them into registers (EdgeRadial).
+// Calls f(w, wv, dw, dwv) with channel c's radial outputs of chunk edge t (weights, attention values) and their d/dd.
+// Mode 1 reads them from team scratch path by path (RadialColumn); mode 0 computes them into registers (EdgeRadial).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, bool REV, class Ch>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint(
-    int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr, T* ghj, T* gs_out) const {
+template <class Ch, class F>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::with_edge_radial(const Ch& ch,
+                                                                                              int c, int t,
+                                                                                              const F& f) const {
   if constexpr (Ch::team_radial) {
     using Col = RadialColumn<T>;
     const int C = prm.C;
     const T *w = ch.radial_row(ch.w, t, C, c), *dw = ch.radial_row(ch.dw, t, C, c);
-    edge_adjoint_radial<SENDER, REV>(i, j, c, a, ch, t, go_o, Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C},
-                                     Col{dw, P, C}, gr, ghj, gs_out);
+    f(Col{w, 0, C}, Col{w, P, C}, Col{dw, 0, C}, Col{dw, P, C});
   } else {
     EdgeRadial<T, P> R;
-    edge_radial<true>(ch, c, t, d, R);
+    edge_radial<true>(ch, c, t, ch.geo(t, 3), R);
     const T *w = R.w, *wv = R.wv, *dw = R.dw, *dwv = R.dwv;
-    edge_adjoint_radial<SENDER, REV>(i, j, c, a, ch, t, go_o, w, wv, dw, dwv, gr, ghj, gs_out);
+    f(w, wv, dw, dwv);
   }
 }
 
-// edge_adjoint given the radial outputs w, wv (weights, attention values) and their d/dd.
+// The terms of edge i <- j and channel c given its harmonics Y, its radial outputs and its softmax weight pw (dlg:
+// d(s + log u)/dd): adds dE/dY to gY, dE/dd to *gd and, on the sender side, dE/dh_j to ghj; returns dE/ds. go_o:
+// receiver_go_o(i, c) (used on the receiver side, whose edges all share it).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, bool REV, class Ch, class W, class DW>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_adjoint_radial(
-    int i, int j, int c, int a, const Ch& ch, int t, T go_o, const W& w, const W& wv, const DW& dw, const DW& dwv,
-    T* gr, T* ghj, T* gs_out) const {
-  T Y[K], hj[K], gmi[K], goi[K];
-  // the unit vector and 1 / |r| are in the chunk (prepare_basis)
-  const T sg = REV ? T(-1) : T(1);
-  const T rhat[3] = {sg * ch.geo(t, 4), sg * ch.geo(t, 5), sg * ch.geo(t, 6)}, inv_d = ch.geo(t, 7);
-  sh_unit<L, T>(rhat[0], rhat[1], rhat[2], Y);
+template <bool SENDER, class W, class DW>
+KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_terms(
+    int i, int j, int c, T pw, T dlg, T go_o, const T* Y, const W& w, const W& wv, const DW& dw, const DW& dwv, T* gY,
+    T* gd, T* ghj) const {
+  T hj[K], gmi[K], goi[K];
   load_h(j, c, hj);
   const auto gmr = components(gm, i, c);
   for (int kk = 0; kk < K; ++kk) gmi[kk] = kk < KO ? gmr[kk] : T(0);  // (scalar output: l = 0 only)
-  T gY[K];
-  for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
-  T gd = T(0), gs = T(0), pw = T(0);
+  T gs = T(0);
   if constexpr (ATTN) {
-    pw = REV ? ch.lg2(t, a) : ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
-    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i
-    // (the receiver pass's go_o, the same for all its edges), its p go_i . v from tp_adjoint's dE/dwv
-    // (ContractValues)
+    // dE/ds = p (go_i . (v - o_i)) (o does not depend on M: no gradient flows through it): here its -p go_i . o_i,
+    // its p go_i . v from tp_adjoint's dE/dwv (ContractValues)
     const auto gor = components(go, i, c);
     for (int kk = 0; kk < K; ++kk) goi[kk] = kk < KO ? gor[kk] : T(0);
     gs = -pw * (SENDER ? dot_o(i, c, goi) : go_o);
@@ -103,16 +96,13 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     for (int kk = 0; kk < K; ++kk) goi[kk] = T(0);
   }
   // dE/dw_p and dE/dwv_p go straight into gd = dE/dd (path order: w_p then wv_p, as a loop over p would add them)
-  const ContractWithDw<T, DW> gw{&gd, dw};
-  const ContractValues<T, W, DW> gwv{&gd, &gs, wv, dwv};
+  const ContractWithDw<T, DW> gw{gd, dw};
+  const ContractValues<T, W, DW> gwv{gd, &gs, wv, dwv};
   tp_adjoint<L, false, SENDER && FEATURE_GRAD, ATTN, T, true, Paths>(hj, Y, w, wv, gmi, goi, prm.inv_avg, pw, ghj, gY,
                                                                     gw, gwv);
   // de/ds = e and de/du = e / u, so dE/dd gets dE/ds d(s + log u)/dd
-  if constexpr (ATTN) gd += gs * ch.dlg(t, a);
-  // dE/dr = gd r / d + the SH part, in reverse mode from the unit vector (sh_vjp_unit)
-  for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
-  sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
-  *gs_out = gs;
+  if constexpr (ATTN) *gd += gs * dlg;
+  return gs;
 }
 
 // go_i . o_i of receiver i and channel c (its l = 0 part alone for a scalar output): a term of dE/ds for every edge
@@ -134,32 +124,83 @@ KOKKOS_INLINE_FUNCTION T InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>:
   return s;
 }
 
-// One chunk edge of the adjoint for channel c: accumulates force/virial/dq-or-dk partials (and ghj) into acc
-// (A = double, or T for the per-thread partials of the GPU path, see adjoint_team). go_o: receiver_go_o of the
-// team's atom as receiver (unused for sender terms, whose receivers differ per edge). REV (sender terms of a pair
-// team): the reverse of chunk edge t, with receiver other2(t); its dk partials follow the dq partials in acc.
+// Force and half virial of chunk edge t from its dE/dd (gd) and dE/dY (gY): dE/dr = gd r / d + the SH part (reverse
+// mode from the unit vector, sh_vjp_unit); F_i = +dE/dr_ij on the receiver side, F_j = -dE/dr_ij on the sender side.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, bool REV, class Ch, class A>
+template <bool SENDER, class Ch, class A>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_force(const Ch& ch, int t,
+                                                                                        T gd, const T* gY,
+                                                                                        A* acc) const {
+  // the unit vector and 1 / |r| are in the chunk (prepare_basis)
+  const T rhat[3] = {ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6)}, inv_d = ch.geo(t, 7);
+  T gr[3];
+  for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
+  sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
+  for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
+  const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+  tally_virial(acc, r, gr);
+}
+
+// One chunk edge t = (i <- j) of a receiver or sender team (the two passes) for channel c: accumulates the force,
+// half the edge virial and the dq or dk partials into acc (A = double, or T for the per-thread partials of the GPU
+// path, see adjoint_team) and, on the sender side, dE/dh_j into ghj. go_o: receiver_go_o of the team's atom as
+// receiver (unused on the sender side, whose receivers differ per edge).
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <bool SENDER, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_edge(int atom, int c, int a,
                                                                                           const Ch& ch, int t, T go_o,
                                                                                           A* acc, T* ghj) const {
-  const int other = REV ? ch.other2(t) : ch.other(t);
+  const int other = ch.other(t);
   if (other < 0) return;
   const int i = SENDER ? other : atom, j = SENDER ? atom : other;
-  const T sg = REV ? T(-1) : T(1);
-  const T r[3] = {sg * ch.geo(t, 0), sg * ch.geo(t, 1), sg * ch.geo(t, 2)};
-  const T d = ch.geo(t, 3);
-  T gr[3], gs;
-  edge_adjoint<SENDER, REV>(i, j, c, a, ch, t, d, go_o, gr, ghj, &gs);
-  // F_i = -dE/dx_i = +dE/dr_ij (receiver), F_j = -dE/dr_ij (sender)
-  for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
-  tally_virial(acc, r, gr);
-  if constexpr (ATTN && FEATURE_GRAD) {
-    const T sdk = T(1) / sqrt(T(prm.dk));
-    constexpr int kc = REV ? 9 + DKM : 9;
-    for (int x = 0; x < DKM; ++x)
-      if (x < prm.dk) acc[kc + x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
+  T pw = T(0), dlg = T(0);
+  if constexpr (ATTN) {
+    pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
+    dlg = ch.dlg(t, a);
   }
+  with_edge_radial(ch, c, t, [&](const auto& w, const auto& wv, const auto& dw, const auto& dwv) {
+    T Y[K], gY[K], gd = T(0);
+    sh_unit<L, T>(ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6), Y);
+    for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
+    const T gs = edge_terms<SENDER>(i, j, c, pw, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
+    edge_force<SENDER>(ch, t, gd, gY, acc);
+    add_key_partials<SENDER>(acc + 9, gs, i, j, a);
+  });
+}
+
+// One chunk edge t = (atom <- j) of a pair team for channel c: the edge's receiver terms and, where its reverse
+// j <- atom is on this rank (receiver other2(t)), the reverse's sender terms, whose dk partials follow the dq partials
+// in acc. The reverse's harmonics are the parity of the edge's (sh_parity) and its force on the atom, -dE/dr_ji, is
+// the edge's dE/dr formula with the reverse's dE/dd and the parity of its dE/dY, so one SH evaluation, one gradient
+// through it and one virial tally serve both edges.
+template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
+template <class Ch, class A>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::pair_edge(int atom, int c, int a,
+                                                                                       const Ch& ch, int t, T go_o,
+                                                                                       A* acc, T* ghj) const {
+  const int j = ch.other(t), i2 = ch.other2(t);
+  if (j < 0) return;
+  T pw = T(0), pw2 = T(0), dlg = T(0);
+  if constexpr (ATTN) {
+    pw = ch.lg(t, a);
+    pw2 = ch.lg2(t, a);
+    dlg = ch.dlg(t, a);  // (the same for both directions: same distance)
+  }
+  with_edge_radial(ch, c, t, [&](const auto& w, const auto& wv, const auto& dw, const auto& dwv) {
+    T Y[K], gY[K], gd = T(0);
+    sh_unit<L, T>(ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6), Y);
+    for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
+    const T gs = edge_terms<false>(atom, j, c, pw, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
+    add_key_partials<false>(acc + 9, gs, atom, j, a);
+    if (i2 >= 0) {
+      sh_parity<L>(Y);
+      sh_parity<L>(gY);
+      const T gs2 = edge_terms<true>(i2, atom, c, pw2, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
+      sh_parity<L>(gY);
+      add_key_partials<true>(acc + 9 + DKM, gs2, i2, atom, a);
+    }
+    edge_force<false>(ch, t, gd, gY, acc);
+  });
 }
 
 // The adjoint terms of chunk edge t for a team of mode MODE: a receiver or sender team's terms of the edge, or a pair
@@ -169,9 +210,10 @@ template <int MODE, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_edge(int atom, int c, int a,
                                                                                        const Ch& ch, int t, T go_o,
                                                                                        A* acc, T* ghj) const {
-  if constexpr (MODE != kSendAdjoint) adjoint_edge<false, false>(atom, c, a, ch, t, go_o, acc, ghj);
-  if constexpr (MODE == kPairAdjoint) adjoint_edge<true, true>(atom, c, a, ch, t, go_o, acc, ghj);
-  if constexpr (MODE == kSendAdjoint) adjoint_edge<true, false>(atom, c, a, ch, t, go_o, acc, ghj);
+  if constexpr (MODE == kPairAdjoint)
+    pair_edge(atom, c, a, ch, t, go_o, acc, ghj);
+  else
+    adjoint_edge<MODE == kSendAdjoint>(atom, c, a, ch, t, go_o, acc, ghj);
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the

@@ -256,7 +256,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 }
 
 // Radial outputs of channel c for chunk edge t: mode 1 reads the team's results (forward only: the adjoint
-// reads them in place, see edge_adjoint), mode 0 computes them.
+// reads them in place, see with_edge_radial), mode 0 computes them.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool GRAD, class Ch>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::edge_radial(const Ch& ch, int c, int t,

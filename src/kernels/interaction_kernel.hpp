@@ -279,19 +279,30 @@ struct InteractionKernel {
                                             T run_z) const;
 
   // Adjoint stages (interaction_adjoint.hpp).
-  template <bool SENDER, bool REV, class Ch>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint(int i, int j, int c, int a, const Ch& ch, int t, T d, T go_o, T* gr,
-                                           T* ghj, T* gs_out) const;
-  template <bool SENDER, bool REV, class Ch, class W, class DW>
-  KOKKOS_INLINE_FUNCTION void edge_adjoint_radial(int i, int j, int c, int a, const Ch& ch, int t, T go_o,
-                                                  const W& w, const W& wv, const DW& dw, const DW& dwv, T* gr,
-                                                  T* ghj, T* gs_out) const;
+  template <class Ch, class F>
+  KOKKOS_INLINE_FUNCTION void with_edge_radial(const Ch& ch, int c, int t, const F& f) const;
+  template <bool SENDER, class W, class DW>
+  KOKKOS_INLINE_FUNCTION T edge_terms(int i, int j, int c, T pw, T dlg, T go_o, const T* Y, const W& w, const W& wv,
+                                      const DW& dw, const DW& dwv, T* gY, T* gd, T* ghj) const;
+  template <bool SENDER, class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void edge_force(const Ch& ch, int t, T gd, const T* gY, A* acc) const;
   template <class A>
   KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
   }
-  template <bool SENDER, bool REV, class Ch, class A>
+  // dE/dq_i (receiver side: from key k_j) or dE/dk_j (sender side: from q_i) of head a, given dE/ds, into acc[0, dk).
+  template <bool SENDER, class A>
+  KOKKOS_INLINE_FUNCTION void add_key_partials(A* acc, T gs, int i, int j, int a) const {
+    if constexpr (ATTN && FEATURE_GRAD) {
+      const T sdk = T(1) / sqrt(T(prm.dk));
+      for (int x = 0; x < DKM; ++x)
+        if (x < prm.dk) acc[x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
+    }
+  }
+  template <bool SENDER, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
+  template <class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void pair_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   template <int MODE, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void team_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;

@@ -7,6 +7,8 @@
 //   sh_grad<L>(r, Y, dY)          also dY[k][a] = d Y_k / d r_a (gradient w.r.t. the unnormalised vector)
 //   sh_vjp<L>(r, gY, gr)          gr[a] += sum_k gY[k] d Y_k / d r_a (the adjoint used by the force kernels)
 //   sh_vjp_unit<L>(u, inv_d, gY, gr)  the same for r = u / inv_d with the unit vector u and 1 / |r| known
+//   sh_parity<L>(Y)               Y of u -> Y of -u in place: Y_l(-u) = (-1)^l Y_l(u), exact; applied to gY of -u it
+//                                 gives minus the gY of u with the same unit-vector gradient (sh_vjp_unit is odd in u)
 //   ComputeSH<T, L, Device>       batched functor: Y(e, k) of edge vectors r(e, 3) (bench "sh" op); with
 //                                 tag Backward it computes gr(e, a) = sum_k gY(e, k) dY_k/dr_a
 #pragma once
@@ -50,6 +52,13 @@ KOKKOS_INLINE_FUNCTION void sh_unit(const S& x, const S& y, const S& z, S* Y) {
       Y[15] = a * (z * (z * z - T(3) * (x * x)));
     }
   }
+}
+
+// Negates the odd-l components (l = 1: k = 1..3, l = 3: k = 9..15).
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void sh_parity(T* Y) {
+  for (int k = 1; k < (L + 1) * (L + 1); ++k)
+    if (k < 4 || k >= 9) Y[k] = -Y[k];
 }
 
 template <int L, class T>

@@ -111,6 +111,40 @@ TEST(SH, VjpMatchesDualNumberGradientPerDegree) {
   check_vjp_degree<3>(rng);
 }
 
+// sh_parity (the pair adjoint's reverse edge): Y(-u) is the parity of Y(u) bit for bit, and the vector-Jacobian
+// product at -u of gY equals minus that at u of parity(gY).
+template <int L>
+void check_parity_degree(std::mt19937& rng) {
+  std::normal_distribution<double> g(0, 1);
+  constexpr int K = (L + 1) * (L + 1);
+  for (int t = 0; t < 50; ++t) {
+    const double r[3] = {g(rng), g(rng), g(rng)}, inv = 1 / std::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    const double u[3] = {r[0] * inv, r[1] * inv, r[2] * inv}, mu[3] = {-u[0], -u[1], -u[2]};
+    double Y[K], Yp[K], Ym[K], gY[K], gYp[K], gr_m[3] = {0, 0, 0}, gr_p[3] = {0, 0, 0};
+    sh_unit<L, double>(u[0], u[1], u[2], Y);
+    sh_unit<L, double>(mu[0], mu[1], mu[2], Ym);
+    for (int k = 0; k < K; ++k) Yp[k] = Y[k];
+    sh_parity<L>(Yp);
+    for (int k = 0; k < K; ++k) {
+      const bool odd_l = (k >= 1 && k < 4) || k >= 9;
+      EXPECT_EQ(Ym[k], odd_l ? -Y[k] : Y[k]) << "L = " << L << ", k = " << k;
+      EXPECT_EQ(Yp[k], Ym[k]) << "L = " << L << ", k = " << k;
+      gY[k] = gYp[k] = g(rng);
+    }
+    sh_vjp_unit<L, double>(mu, inv, gY, gr_m);
+    sh_parity<L>(gYp);
+    sh_vjp_unit<L, double>(u, inv, gYp, gr_p);
+    for (int b = 0; b < 3; ++b) EXPECT_NEAR(gr_m[b], -gr_p[b], 1e-13 * (1 + std::abs(gr_m[b]))) << "L = " << L;
+  }
+}
+
+TEST(SH, ParityOfTheOppositeVector) {
+  std::mt19937 rng(8);
+  check_parity_degree<1>(rng);
+  check_parity_degree<2>(rng);
+  check_parity_degree<3>(rng);
+}
+
 TEST(SH, FloatMatchesDouble) {
   std::mt19937 rng(4);
   std::normal_distribution<double> g(0, 1);
