@@ -88,16 +88,15 @@ struct LayerParams {
   // launch the host waits for the receiver adjoint to finish before it launches the sender adjoint. Default 1: the
   // two kernels' teams fill the GPU's block slots better together than two partial waves in turn.
   int concurrent_adjoints = 1;
-  // 1 = the pair adjoint (interaction_adjoint.hpp: one team per owned atom for each edge and its reverse, one prepare
-  // pass and radial MLP for both; the graph must be symmetric within r_c, graph.hpp), 0 = the receiver and sender
-  // adjoints, -1 (default) = automatic: the pair adjoint on host back-ends, where it is faster
-  // (docs/performance.md), the two adjoints on GPUs, where it has not yet been timed.
-  int pair_adjoint = -1;
+  // 1 (default) = the pair adjoint (interaction_adjoint.hpp: one team per owned atom for each edge and its reverse,
+  // one prepare pass and radial MLP for both; the graph must be symmetric within r_c, graph.hpp), 0 = the receiver and
+  // sender adjoints. The pair adjoint is the faster on host back-ends and on GPUs (docs/performance.md).
+  int pair_adjoint = 1;
 };
 // Whether the adjoint of prm runs as the pair adjoint on execution space Exec.
 template <class Exec, class P>
 bool uses_pair_adjoint(const P& prm) {
-  return prm.pair_adjoint == 1 || (prm.pair_adjoint < 0 && runs_on_host<Exec>);
+  return prm.pair_adjoint != 0;
 }
 
 // Dimensions of a fused kernel (InteractionKernel's Dims): RuntimeDims reads C, H, NB, A and dk from LayerParams;
