@@ -18,7 +18,7 @@
 //   (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   Launch settings (default: the model's; LayerParams members in brackets):
 //     --team N                  attention ops with teams of N threads (C * edge split; 0: automatic)
-//     --concurrent-adjoints 0|1 the two adjoints side by side or one after the other (concurrent_adjoints)
+//     --concurrent-adjoints 0|1 the pair and sender adjoints side by side or one after the other (concurrent_adjoints)
 //     --forward-min-blocks 0..4 0: the forward kernel not capped in registers (forward_min_blocks)
 //     --basis-chunk N           edges per prepare pass, 0: automatic (basis_chunk)
 //     --const-slots 0|1         0: Kokkos's own launch instead of the constant-memory slots (const_slot_launch)
@@ -277,8 +277,8 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
     fill_random(gm, 7, 1.0);
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
-    // as in the model: the sender adjoint accumulates its forces / virial apart, so that the two adjoints can run side
-    // by side (LayerParams::concurrent_adjoints)
+    // as in the model: the sender adjoint accumulates its forces / virial apart, so that it can run beside the pair
+    // adjoint (LayerParams::concurrent_adjoints)
     work.f_send = decltype(f)("f_send", N, 3);
     work.vatom_send = decltype(f)("vatom_send", N, 6);
     prm.concurrent_adjoints = opt.concurrent_adjoints.value_or(prm.concurrent_adjoints);

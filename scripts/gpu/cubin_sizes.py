@@ -41,7 +41,7 @@ def short(name):
     m = re.search(r"InteractionKernelI([fd])N\w*?4CudaELi(\d)ELb(\d)ELi(\d+)ELi(\d)E", name)
     if not m:
         return name
-    tag = re.search(r"(ForwardT|RecvAdjT|SendAdjT|PairAdjT)ILb(\d)E", name)
+    tag = re.search(r"(ForwardT|PairAdjT|SendAdjT)ILb(\d)E", name)
     lb = re.search(r"LaunchBoundsILj(\d+)ELj(\d+)E", name)
     return (f"{'float' if m.group(1) == 'f' else 'double'} L={m.group(2)} ATTN={m.group(3)} DKM={m.group(4)} "
             f"ROLE={m.group(5)} {tag.group(1) + '<' + tag.group(2) + '>' if tag else '?'}"

@@ -60,8 +60,7 @@ if [ "${1:-}" = --kernels ]; then
       awk '/Compiling entry function/ {name = $(NF - 2)} /bytes spill stores/ {spill = $5 " B spill stores"}
            /Used [0-9]+ registers/ && name ~ /InteractionKernel/ && name ~ /LaunchBounds/ {
              match($0, /Used [0-9]+ registers/); regs = substr($0, RSTART + 5, RLENGTH - 15)
-             kind = name ~ /ForwardT/ ? "forward" : (name ~ /RecvAdjT/ ? "receiver adjoint" : "sender adjoint")
-             if (name ~ /PairAdjT/) kind = "pair adjoint"
+             kind = name ~ /ForwardT/ ? "forward" : (name ~ /PairAdjT/ ? "pair adjoint" : "sender adjoint")
              t = name ~ /InteractionKernelIf/ ? "float" : "double"
              match(name, /ELi[0-9]+ELb1ELi[0-9]+ELi[0-9]+E/); lr = substr(name, RSTART, RLENGTH)
              print t, kind, "(L, ATTN, DKM, ROLE: " lr "):", regs, "registers,", spill }' | sort | uniq

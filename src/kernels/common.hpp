@@ -131,11 +131,12 @@ struct AllowedPaths {
 // positions); kScalarOutput, only the l = 0 outputs are used (the last layer: the readout reads h[.][0], and the mix,
 // gate, update and norm keep l = 0 apart from l >= 1: paths l3 = 0).
 inline constexpr int kGeneralLayer = 0, kEmbeddingInput = 1, kScalarOutput = 2;
-// Adjoint kernel modes (interaction_adjoint.hpp): receiver pass, sender pass, or both of an owned atom's edge pairs.
-inline constexpr int kRecvAdjoint = 0, kSendAdjoint = 1, kPairAdjoint = 2;
-// Team-scratch layouts of the fused kernels (InteractionKernel::layout): the forward's, a receiver or sender adjoint's,
-// and the pair adjoint's (which adds the reverse edges' receivers and softmax weights and the dk partials).
-inline constexpr int kForwardScratch = 0, kAdjointScratch = 1, kPairScratch = 2;
+// Adjoint kernel modes (interaction_adjoint.hpp): the sender pass (other ranks' ghosts), or both directions of an
+// owned atom's edges.
+inline constexpr int kSendAdjoint = 1, kPairAdjoint = 2;
+// Team-scratch layouts of the fused kernels (InteractionKernel::layout): the forward's, the sender adjoint's, and the
+// pair adjoint's (which adds the reverse edges' receivers and softmax weights and the dk partials).
+inline constexpr int kForwardScratch = 0, kSendScratch = 1, kPairScratch = 2;
 KOKKOS_INLINE_FUNCTION constexpr bool role_keeps(int role, PathLs q) {
   return (!(role & kEmbeddingInput) || q.l1 == 0) && (!(role & kScalarOutput) || q.l3 == 0);
 }

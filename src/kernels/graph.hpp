@@ -8,7 +8,7 @@
 //   send_offsets (n_total + 1), send_edges (E): edge ids whose sender is j are
 //   send_edges(s) for s in [send_offsets(j), send_offsets(j+1)).
 // Positions x (n_total, 3) include ghost images. The kernels skip pairs with d >= r_c or d == 0.
-// The pair adjoint (LayerParams::pair_adjoint) needs the graph symmetric within r_c, as LAMMPS's full neighbour lists
+// The pair adjoint (interaction_adjoint.hpp) needs the graph symmetric within r_c, as LAMMPS's full neighbour lists
 // are: with edge i <- j (0 < d < r_c) and j owned (or, with sender groups, an image of owned atom j0), the reverse
 // edge j <- i (j0 <- an image of i) is in the graph too. It computes that reverse edge's sender terms from edge
 // i <- j instead of reading it.

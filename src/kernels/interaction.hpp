@@ -6,7 +6,7 @@
 //                               outputs of a chunk)
 //   interaction_radial.hpp      the radial MLP outputs: per channel, team GEMM, tensor-core MMA
 //   interaction_forward.hpp     the forward kernel body (ForwardT)
-//   interaction_adjoint.hpp     the adjoint kernel bodies: receiver and sender (RecvAdjT, SendAdjT), or pair (PairAdjT)
+//   interaction_adjoint.hpp     the adjoint kernel bodies: pair (PairAdjT) and sender (SendAdjT)
 //   interaction_project_qk.hpp  ProjectQK: the attention projections q, k and their adjoint (node kernels)
 //   interaction_launch.hpp      launch policy: team sizes, chunks, register caps, the launch report
 //   interaction_driver.hpp      interaction_forward(), interaction_backward(), InteractionWork
@@ -33,17 +33,15 @@
 // the fixed order s = 0..S-1 (deterministic). No per-edge tensor goes to global memory:
 //   InteractionKernel::Forward   team i: one pass over the edges of receiver i computes m_i and (ATTN) o_i
 //                                with an online softmax (interaction_forward.hpp).
-//   InteractionKernel::RecvAdj   team i: recomputes each edge, dE/dr_ij from gm, go; accumulates the
-//                                receiver force, half the per-edge virial and dE/dq_i (team reduction).
-//   InteractionKernel::SendAdj   team j (any atom incl. ghosts): loops over edges with sender j (sender CSR),
-//                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j.
-//                                Independent of RecvAdj: with its own force / virial accumulators
-//                                (InteractionWork::f_send) the two can run side by side on CUDA (lanes.hpp;
-//                                LayerParams::concurrent_adjoints with const_slot_launch; default on).
-//   InteractionKernel::PairAdj   team i (owned atoms; LayerParams::pair_adjoint, the host default): RecvAdj's terms
-//                                of each edge i <- j and SendAdj's terms of its reverse j <- i from one prepare
-//                                pass and radial MLP (a graph symmetric within r_c, graph.hpp); SendAdj then runs
-//                                for other ranks' ghosts only.
+//   InteractionKernel::PairAdj   team i (owned atoms): recomputes each edge i <- j from gm, go: the receiver
+//                                force, half the per-edge virial and dE/dq_i, and, where the reverse edge j <- i is
+//                                on this rank, its sender terms (force on i, the other half, dE/dh_i, dE/dk_i),
+//                                from one prepare pass and radial MLP (a graph symmetric within r_c, graph.hpp).
+//   InteractionKernel::SendAdj   team j (other ranks' ghosts): loops over edges with sender j (sender CSR),
+//                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j. With its
+//                                own force / virial accumulators (InteractionWork::f_send) it can run beside
+//                                PairAdj on CUDA (lanes.hpp; LayerParams::concurrent_adjoints with
+//                                const_slot_launch; default on).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk

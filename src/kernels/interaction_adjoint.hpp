@@ -1,17 +1,12 @@
-// Adjoint kernels of one fused interaction layer (InteractionKernel's RecvAdjT / SendAdjT / PairAdjT tags,
-// interaction_kernel.hpp); all recompute each edge instead of reading per-edge tensors. Two passes
-// (LayerParams::pair_adjoint = 0):
-//   RecvAdj  team i: dE/dr_ij from gm, go of receiver i; accumulates the receiver force, half the per-edge virial
-//            and dE/dq_i (team reduction).
-//   SendAdj  team j (senders from atom0 on: all, or the ghosts of other ranks after PairAdj): loops over the edges
-//            with sender j (sender CSR); dE/dh_j (gather), sender force, half virial, dE/dk_j. With its own force /
-//            virial accumulators (InteractionWork::f_send) it may run beside the other kernel on CUDA
-//            (interaction_driver.hpp).
-// or one pass per owned atom (pair_adjoint = 1; needs a graph symmetric within r_c, graph.hpp):
-//   PairAdj  team i (owned atoms): for each edge i <- j, its receiver terms and, where the reverse edge j <- i is on
-//            this rank, that edge's sender terms (force on i, its half virial, dE/dh_i, dE/dk_i). The two edges share
-//            the distance, so the prepare pass and the radial MLP run once for both; the other ranks' ghosts keep
-//            SendAdj teams.
+// Adjoint kernels of one fused interaction layer (InteractionKernel's PairAdjT / SendAdjT tags,
+// interaction_kernel.hpp); both recompute each edge instead of reading per-edge tensors.
+//   PairAdj  team i (owned atoms): for each edge i <- j, its receiver terms (force on i, half the edge virial,
+//            dE/dq_i) and, where the reverse edge j <- i is on this rank, that edge's sender terms (force on i, its
+//            half virial, dE/dh_i, dE/dk_i). The two edges share the distance, so the prepare pass and the radial MLP
+//            run once for both. Needs a graph symmetric within r_c (graph.hpp).
+//   SendAdj  team j (the ghosts of other ranks, from atom0 = n_recv on): loops over the edges with sender j (sender
+//            CSR); dE/dh_j (gather), sender force, half virial, dE/dk_j. With its own force / virial accumulators
+//            (InteractionWork::f_send) it may run beside PairAdj on CUDA (interaction_driver.hpp).
 #pragma once
 #include "interaction_chunk.hpp"
 
@@ -141,18 +136,16 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   tally_virial(acc, r, gr);
 }
 
-// One chunk edge t = (i <- j) of a receiver or sender team (the two passes) for channel c: accumulates the force,
-// half the edge virial and the dq or dk partials into acc (A = double, or T for the per-thread partials of the GPU
-// path, see adjoint_team) and, on the sender side, dE/dh_j into ghj. go_o: receiver_go_o of the team's atom as
-// receiver (unused on the sender side, whose receivers differ per edge).
+// One chunk edge t = (i <- atom) of a sender team for channel c: accumulates the sender force, half the edge virial
+// and the dk partials into acc (A = double, or T for the per-thread partials of the GPU path, see adjoint_team) and
+// dE/dh of the atom into ghj.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool SENDER, class Ch, class A>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_edge(int atom, int c, int a,
-                                                                                          const Ch& ch, int t, T go_o,
-                                                                                          A* acc, T* ghj) const {
-  const int other = ch.other(t);
-  if (other < 0) return;
-  const int i = SENDER ? other : atom, j = SENDER ? atom : other;
+template <class Ch, class A>
+KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::sender_edge(int atom, int c, int a,
+                                                                                         const Ch& ch, int t,
+                                                                                         A* acc, T* ghj) const {
+  const int i = ch.other(t);
+  if (i < 0) return;
   T pw = T(0), dlg = T(0);
   if constexpr (ATTN) {
     pw = ch.lg(t, a);  // p_ij = e_ij / Z_i (edge_head_terms)
@@ -162,9 +155,9 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     T Y[K], gY[K], gd = T(0);
     sh_unit<L, T>(ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6), Y);
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
-    const T gs = edge_terms<SENDER>(i, j, c, pw, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
-    edge_force<SENDER>(ch, t, gd, gY, acc);
-    add_key_partials<SENDER>(acc + 9, gs, i, j, a);
+    const T gs = edge_terms<true>(i, atom, c, pw, dlg, T(0), Y, w, wv, dw, dwv, gY, &gd, ghj);
+    edge_force<true>(ch, t, gd, gY, acc);
+    add_key_partials<true>(acc + 9, gs, i, atom, a);
   });
 }
 
@@ -203,8 +196,8 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   });
 }
 
-// The adjoint terms of chunk edge t for a team of mode MODE: a receiver or sender team's terms of the edge, or a pair
-// team's receiver terms of the edge and sender terms of its reverse (geometry and radial outputs from one chunk row).
+// The adjoint terms of chunk edge t for a team of mode MODE: a sender team's terms of the edge, or a pair team's
+// receiver terms of the edge and sender terms of its reverse (geometry and radial outputs from one chunk row).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <int MODE, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_edge(int atom, int c, int a,
@@ -213,11 +206,11 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   if constexpr (MODE == kPairAdjoint)
     pair_edge(atom, c, a, ch, t, go_o, acc, ghj);
   else
-    adjoint_edge<MODE == kSendAdjoint>(atom, c, a, ch, t, go_o, acc, ghj);
+    sender_edge(atom, c, a, ch, t, acc, ghj);
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
-// per-atom results: force, virial and dE/dq (receiver team), dE/dk (sender team) or both (pair team).
+// per-atom results: force, virial and dE/dk (sender team) or dE/dq and dE/dk (pair team).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_finish(const member& team,
                                                                                          const scratch& part, int n,
@@ -238,7 +231,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       double s = 0;
       for (int sl = 0; sl < S; ++sl)
         for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + key_of_k * prm.dk + e);
-      (mode == kRecvAdjoint || (pair && key_of_k == 0) ? gq : gk)(n, w) = T(s);
+      (pair && key_of_k == 0 ? gq : gk)(n, w) = T(s);
     }
   });
 }
@@ -250,21 +243,19 @@ KOKKOS_INLINE_FUNCTION int InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims
   return v < 9 + DKM ? (v < 9 + prm.dk ? v : -1) : (v - DKM < 9 + prm.dk ? v - DKM + prm.dk : -1);
 }
 
-// The adjoint of one atom (MODE: kRecvAdjoint, kSendAdjoint or kPairAdjoint): of receiver `atom` (RecvAdj), of
-// sender atom0 + league rank (SendAdj), or of owned atom `atom` as receiver and, through the reverse edges, as
-// sender (PairAdj).
+// The adjoint of one atom (MODE: kSendAdjoint or kPairAdjoint): of sender atom0 + league rank (SendAdj), or of owned
+// atom `atom` as receiver and, through the reverse edges, as sender (PairAdj).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <int MODE, bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_team(const member& team) const {
   constexpr bool SENDER = MODE == kSendAdjoint, PAIR = MODE == kPairAdjoint;  // (the edge list the team walks)
-  constexpr bool GIVES_GH = FEATURE_GRAD && MODE != kRecvAdjoint;           // dE/dh of the atom as sender
   constexpr int NA = PAIR ? NVP : NV;
   const int atom = SENDER ? atom0 + team.league_rank() : team.league_rank();
   const int C = prm.C, chead = C / prm.A;
   const int ts = team.team_size(), tr = team.team_rank();
   check_team_size<TEAM_RADIAL>(ts);
   const int S = edge_split(ts, C);
-  const auto ch = make_chunk<TEAM_RADIAL>(team, PAIR ? kPairScratch : kAdjointScratch, S);
+  const auto ch = make_chunk<TEAM_RADIAL>(team, PAIR ? kPairScratch : kSendScratch, S);
   const int s0 = SENDER ? g.send_offsets(atom) : g.recv_offsets(atom);
   const int s1 = SENDER ? g.send_offsets(atom + 1) : g.recv_offsets(atom + 1);
   if (ts >= C) {  // GPU: thread = (channel c, edge slot sl), partials in registers across chunks
@@ -291,7 +282,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       const int col = part_col(v);
       if (col >= 0) part(tr, col) = acc[v];
     }
-    if (GIVES_GH) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
+    if (FEATURE_GRAD) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
       if (S > 1) {
         const ST2 buf = buf_of(ch, S);
         park(buf, C, c, sl, 0, ghj, K);
@@ -318,7 +309,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
         for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
         const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
         for (int t = first; t < first + n; ++t) team_edge<MODE>(atom, c, c / chead, ch, t, go_o, acc, ghj);
-        if (GIVES_GH)
+        if (FEATURE_GRAD)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
         for (int v = 0; v < NA; ++v) {
           const int col = part_col(v);
@@ -330,12 +321,6 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   team_finish(team, part_of(ch, S), atom, MODE);
 }
 
-template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool TEAM_RADIAL>
-KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(RecvAdjT<TEAM_RADIAL>,
-                                                                                        const member& team) const {
-  adjoint_team<kRecvAdjoint, TEAM_RADIAL>(team);
-}
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
 template <bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::operator()(PairAdjT<TEAM_RADIAL>,

@@ -25,7 +25,7 @@ struct InteractionWork {
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
   // Optional, set by the caller: the sender adjoint's own force / virial accumulators (n_total, 3) and (n_total, 6),
   // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and may run side by
-  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the receiver.
+  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the pair adjoint.
   Kokkos::View<double**, Kokkos::LayoutRight, Device> f_send, vatom_send;
   std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
   // Set by a caller that wrote q and k for the next interaction_forward itself (e.g. per species, for an embedding
@@ -183,13 +183,12 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
-    // The pair adjoint covers every edge of the owned atoms, the sender adjoint then only the edges of other ranks'
-    // ghosts (no sender groups); else the receiver and sender adjoints cover them all. Where the caller gave the
-    // sender adjoint its own accumulators, the two kernels write disjoint arrays and may run side by side.
-    const bool pair = uses_pair_adjoint<exec>(prm);
-    const int senders = pair ? (g.n_send >= 0 ? 0 : g.n_total - g.n_recv) : g.senders();
+    // The pair adjoint covers every edge of the owned atoms, the sender adjoint the edges of other ranks' ghosts
+    // (none with sender groups: their images are owned atoms). Where the caller gave the sender adjoint its own
+    // accumulators, the two kernels write disjoint arrays and may run side by side.
+    const int senders = g.n_send >= 0 ? 0 : g.n_total - g.n_recv;
     Kern send = kern;
-    send.atom0 = pair ? g.n_recv : 0;
+    send.atom0 = g.n_recv;
     const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
                      work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
     if (own) send.f = work.f_send, send.vatom = work.vatom_send;
@@ -198,16 +197,11 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     if (concurrent) work.lanes->fork();
     const exec first_space = concurrent ? work.lanes->lane(0) : exec();
     const exec send_space = concurrent ? work.lanes->lane(1) : exec();
-    if (pair)
-      with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, kPairScratch, team_size, [&](const auto& pol) {
-        launch_kernel("batmobile::interaction_pair_adj", kern, pol, first_space);
-      });
-    else
-      with_atom_policy<Kern::template RecvAdjT>(kern, g.n_recv, kAdjointScratch, team_size, [&](const auto& pol) {
-        launch_kernel("batmobile::interaction_recv_adj", kern, pol, first_space);
-      });
+    with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, kPairScratch, team_size, [&](const auto& pol) {
+      launch_kernel("batmobile::interaction_pair_adj", kern, pol, first_space);
+    });
     if (senders > 0)
-      with_atom_policy<Kern::template SendAdjT>(send, senders, true, team_size, [&](const auto& pol) {
+      with_atom_policy<Kern::template SendAdjT>(send, senders, kSendScratch, team_size, [&](const auto& pol) {
         launch_kernel("batmobile::interaction_send_adj", send, pol, send_space);
       });
     if (concurrent) work.lanes->join();

@@ -75,10 +75,6 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   template <bool TEAM_RADIAL>
-  struct RecvAdjT {
-    static constexpr bool team_radial = TEAM_RADIAL;
-  };
-  template <bool TEAM_RADIAL>
   struct PairAdjT {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
@@ -87,7 +83,6 @@ struct InteractionKernel {
     static constexpr bool team_radial = TEAM_RADIAL;
   };
   using Forward = ForwardT<false>;
-  using RecvAdj = RecvAdjT<false>;
   using PairAdj = PairAdjT<false>;
   using SendAdj = SendAdjT<false>;
 
@@ -117,7 +112,7 @@ struct InteractionKernel {
     }
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned) for layout `adjoint` (common.hpp: kForwardScratch,
-  // kAdjointScratch, kPairScratch, which adds lg2, other2 and the dk partials to part). In mode 1 the end-of-atom
+  // kSendScratch, kPairScratch, which adds lg2, other2 and the dk partials to part). In mode 1 the end-of-atom
   // arrays overlap the chunk (overlap = true; not for one thread per team, which accumulates them across chunks): they
   // are written only after the last chunk, behind a barrier. Mode 1 basis chunks hold basis_edges edges (0:
   // radial_edges), mode 0 CH.
@@ -191,12 +186,10 @@ struct InteractionKernel {
   int basis_edges = 0;
   int use_tensor_cores = 0;
 
-  // Entry points (one team per atom): the forward (interaction_forward.hpp) and the adjoints: receiver and sender,
-  // or pair (interaction_adjoint.hpp).
+  // Entry points (one team per atom): the forward (interaction_forward.hpp) and the adjoints: pair and sender
+  // (interaction_adjoint.hpp).
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(ForwardT<TEAM_RADIAL>, const member& team) const;
-  template <bool TEAM_RADIAL>
-  KOKKOS_INLINE_FUNCTION void operator()(RecvAdjT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void operator()(PairAdjT<TEAM_RADIAL>, const member& team) const;
   template <bool TEAM_RADIAL>
@@ -299,8 +292,8 @@ struct InteractionKernel {
         if (x < prm.dk) acc[x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
     }
   }
-  template <bool SENDER, class Ch, class A>
-  KOKKOS_INLINE_FUNCTION void adjoint_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
+  template <class Ch, class A>
+  KOKKOS_INLINE_FUNCTION void sender_edge(int atom, int c, int a, const Ch& ch, int t, A* acc, T* ghj) const;
   template <class Ch, class A>
   KOKKOS_INLINE_FUNCTION void pair_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   template <int MODE, class Ch, class A>

@@ -252,7 +252,7 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
 
 // Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode = 1 and a mode-1 chunk
 // fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to match. adjoint: the team scratch's
-// layout (common.hpp: kForwardScratch, kAdjointScratch, kPairScratch).
+// layout (common.hpp: kForwardScratch, kSendScratch, kPairScratch).
 template <template <bool> class TagT, class Kern, class F>
 void with_atom_policy(Kern& kern, int n, int adjoint, int team_size, F&& f) {
   if (kern.prm.radial_mode >= 1) {
@@ -294,7 +294,6 @@ struct InteractionLaunch {
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   int tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
-  bool pair_adj = false;    // the adjoint runs as the pair adjoint (LayerParams::pair_adjoint)
   bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
   bool fixed_dims = false;  // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
@@ -333,13 +332,8 @@ InteractionLaunch interaction_launch(const LayerParams<T, Device>& prm, int team
     auto note = [&](const auto& pol) {
       note_launch(adj, pol, r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj);
     };
-    r.pair_adj = uses_pair_adjoint<typename Adj::exec>(prm);
-    const int layout = r.pair_adj ? kPairScratch : kAdjointScratch;
-    if (r.pair_adj)
-      with_atom_policy<Adj::template PairAdjT>(adj, n, layout, team_adj, note);
-    else
-      with_atom_policy<Adj::template RecvAdjT>(adj, n, layout, team_adj, note);
-    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, layout, edge_split(r.team_adj, prm.C), r.chunk_adj,
+    with_atom_policy<Adj::template PairAdjT>(adj, n, kPairScratch, team_adj, note);
+    r.bytes_adj = Adj::scratch_bytes(prm.C, prm.H, prm.dk, kPairScratch, edge_split(r.team_adj, prm.C), r.chunk_adj,
                                      Adj::chunk_overlap(r.team_adj), r.basis_adj);
   });
   return r;

@@ -78,26 +78,18 @@ struct LayerParams {
   // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
   // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
   // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
-  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: it lets the two adjoints
-  // overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's kernels
+  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: it lets the two adjoint
+  // kernels overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's kernels
   // (ptxas: the same as these).
   int const_slot_launch = 1;
-  // 1 = the receiver and the sender adjoints of interaction_backward on two Lanes (lanes.hpp: CUDA streams) where
-  // the caller gave the sender its own force / virial accumulators (InteractionWork::f_send, vatom_send); 0 = one
-  // after the other on the default instance. They overlap only with const_slot_launch = 1: through Kokkos 3.4's
-  // launch the host waits for the receiver adjoint to finish before it launches the sender adjoint. Default 1: the
-  // two kernels' teams fill the GPU's block slots better together than two partial waves in turn.
+  // 1 = the pair adjoint and the sender adjoint of other ranks' ghosts (interaction_backward) on two Lanes
+  // (lanes.hpp: CUDA streams) where the caller gave the sender its own force / virial accumulators
+  // (InteractionWork::f_send, vatom_send); 0 = one after the other on the default instance. They overlap only with
+  // const_slot_launch = 1: through Kokkos 3.4's launch the host waits for the first kernel to finish before it
+  // launches the second. Default 1: the two kernels' teams fill the GPU's block slots better together than two
+  // partial waves in turn.
   int concurrent_adjoints = 1;
-  // 1 (default) = the pair adjoint (interaction_adjoint.hpp: one team per owned atom for each edge and its reverse,
-  // one prepare pass and radial MLP for both; the graph must be symmetric within r_c, graph.hpp), 0 = the receiver and
-  // sender adjoints. The pair adjoint is the faster on host back-ends and on GPUs (docs/performance.md).
-  int pair_adjoint = 1;
 };
-// Whether the adjoint of prm runs as the pair adjoint on execution space Exec.
-template <class Exec, class P>
-bool uses_pair_adjoint(const P& prm) {
-  return prm.pair_adjoint != 0;
-}
 
 // Dimensions of a fused kernel (InteractionKernel's Dims): RuntimeDims reads C, H, NB, A and dk from LayerParams;
 // FixedDims compiles them in, so that the loops over them unroll without guards and their index arithmetic folds into

@@ -30,8 +30,8 @@ struct FusedState {
   std::vector<kernels::LayerParams<T, ExecSpace>> params;
   std::vector<kernels::InteractionWork<T, ExecSpace>> work;  // per layer: q, k, M, Z saved for the adjoint
   Kokkos::View<T* [3], Kokkos::LayoutRight, ExecSpace> x;  // positions in T for the kernels
-  // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the receiver adjoints, f_send,
-  // vatom_send by the sender adjoints (so that the two can run side by side); summed in bm_fused_out
+  // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the pair adjoints, f_send, vatom_send
+  // by the sender adjoints of other ranks' ghosts (so that the two can run side by side); summed in bm_fused_out
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
   int team_size = 0;           // fused kernels' GPU team size (ModelOptions::interaction_team), 0 = automatic
   int forward_team_size = -1;  // the forward kernel's (ModelOptions::forward_team), -1 = as team_size

@@ -72,7 +72,7 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
       fixed = fixed || r.fixed_dims;
       s += " layer " + std::to_string(t) + " forward " +
            one(r.team_fwd, r.chunk_fwd, r.basis_fwd, r.tc_fwd, r.capped_fwd) +
-           (r.pair_adj ? ", pair adjoint " : ", adjoints ") +
+           ", pair adjoint " +
            one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) + (t + 1 < data_.T_layers ? ";" : "");
     });
   return s + (fixed ? "; dimensions compiled in" : "") + options_note;

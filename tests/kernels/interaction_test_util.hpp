@@ -206,7 +206,6 @@ struct Launch {
   // LayerParams::concurrent_adjoints
   bool send_accumulators = false;
   int concurrent = LayerParams<float, Dev>().concurrent_adjoints;
-  int pair = LayerParams<float, Dev>().pair_adjoint;  // LayerParams::pair_adjoint
   // the kernels of a layer role (InteractionKernel's ROLE, common.hpp) with the parameters they take (make_layer_params'
   // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
   // and gives m, o for l = 0 only (0 elsewhere)
@@ -225,7 +224,7 @@ struct Launch {
            std::to_string(basis_chunk) + " span " + std::to_string(prepare_span) + " const_slots " + std::to_string(const_slots) + " send_acc " +
            std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
            std::to_string(role) + " forward_team " + std::to_string(forward_team) + " bundled_dims " +
-           std::to_string(bundled_dims) + " pair " + std::to_string(pair);
+           std::to_string(bundled_dims);
   }
 };
 
@@ -310,7 +309,6 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
   prm.prepare_span = ln.prepare_span;
   prm.const_slot_launch = ln.const_slots;
   prm.concurrent_adjoints = ln.concurrent;
-  prm.pair_adjoint = ln.pair;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);

@@ -211,7 +211,7 @@ TEST(Interaction, PrepareSpan) {
 }
 
 // InteractionWork::f_send / vatom_send: the sender adjoint accumulates its forces and virial there (it must: else
-// the two adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
+// the pair and sender adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
 // const_slot_launch = 1), and
 // the sums are bit for bit those of one shared accumulator (each array gets one addend per atom here, from zero); run
 // side by side or one after the other, for the automatic team and the GPU / host paths, radial modes 0-2; the sums
