@@ -11,7 +11,7 @@ namespace batmobile::model_detail {
 // threads instead of 128): many atoms fill the GPU with narrower teams, few only with the wider split.
 constexpr int kManyAtoms = 2048;
 
-// Below this many local atoms, where the rule applies (few_atoms_rule_for), all fused kernels (forward and both
+// Below this many local atoms, where the rule applies (few_atoms_rule_for), all fused kernels (forward and
 // adjoints) take one edge slot less than the automatic split (kernels::kOneSlotLessTeam; C = 32: teams of 96 instead
 // of 128). Measured faster at 648 atoms and slower at 1,296 on the H200: the crossover lies between them.
 constexpr int kFewAtoms = 1000;
@@ -21,8 +21,9 @@ template <class T>
 constexpr bool few_atoms_rule_for = std::is_same<T, float>::value;
 
 // Team size for nl local atoms and C channels; `forward`: the forward kernel's, which below kManyAtoms lowers its
-// automatic split where fewer waves of blocks finish sooner (kernels::kWaveAwareTeam; the adjoints run side by side
-// and fill each other's last wave); few_atoms_rule: the kFewAtoms rule. Returns an explicit team size C * S, 0
+// automatic split where fewer waves of blocks finish sooner (kernels::kWaveAwareTeam; the adjoint keeps the automatic
+// split, chosen when its two passes ran side by side and filled each other's last wave: docs/performance.md, "Launch
+// of the fused kernels"); few_atoms_rule: the kFewAtoms rule. Returns an explicit team size C * S, 0
 // (automatic), kernels::kWaveAwareTeam or kernels::kOneSlotLessTeam (the automatic split less one slot, as the
 // kernels choose it: never more scratch than the automatic launch).
 inline int automatic_fused_team(int nl, int C, bool forward, bool few_atoms_rule) {
