@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Summary of a kernel-benchmark A/B of scripts/gpu/kernels_quick.sh (BATMOBILE_QUICK_BASE): per case and benchmark
-row, every side's median time (ms) and its ratio to the first baseline's ("base"); a ratio below 1 is faster.
+"""Summary of a kernel-benchmark A/B of scripts/gpu/kernels_quick.sh (BATMOBILE_QUICK_BASE: baseline trees "base",
+"base2", ...; BATMOBILE_QUICK_AB_VARIANTS: this build "new" with other benchmark options, sides "v-NAME"): per case
+and benchmark row, every side's median time (ms) and its ratio to the reference side's, the first baseline's or,
+without baselines, this build's; a ratio below 1 is faster.
 
     bench/kernels_ab.py OUTDIR       (reads OUTDIR/ab_<side>_<N>_<k>_<C>.jsonl; OUTDIR/bases.txt names the sides)
 """
@@ -9,14 +11,16 @@ import os
 import re
 import sys
 
-FILE = re.compile(r"^ab_(base\d*|new)_(\d+_\d+_\d+)\.jsonl$")
+FILE = re.compile(r"^ab_(base\d*|new|v-[A-Za-z0-9.+-]+)_(\d+_\d+_\d+)\.jsonl$")
 
 
 def side_order(side):
-    """base, base2, base3, ..., then new."""
+    """base, base2, base3, ..., then new, then the variants v-NAME by name."""
     if side == "new":
-        return (1, 0)
-    return (0, int(side[4:] or 1))
+        return (1, 0, "")
+    if side.startswith("v-"):
+        return (2, 0, side)
+    return (0, int(side[4:] or 1), "")
 
 
 def load(outdir):
@@ -40,19 +44,19 @@ def load(outdir):
 
 
 def table(cases):
-    """Lines of text: per case a header and one line per op of the base side."""
+    """Lines of text: per case a header and one line per op of the reference side (base if there is one, else new)."""
     lines = []
     for case, sides in cases.items():
         order = sorted(sides, key=side_order)
-        lines.append(f"case {case}: " + "  ".join(f"{s} ms" for s in order) + "  (ratio to base)")
-        base = sides.get("base", {})
-        for op, ms0 in base.items():
+        ref = "base" if "base" in sides else "new"
+        lines.append(f"case {case}: " + "  ".join(f"{s} ms" for s in order) + f"  (ratio to {ref})")
+        for op, ms0 in sides.get(ref, {}).items():
             cells = []
             for s in order:
                 ms = sides[s].get(op)
                 if ms is None:
                     cells.append(f"{s} -")
-                elif s == "base":
+                elif s == ref:
                     cells.append(f"{ms:.4f}")
                 else:
                     cells.append(f"{ms:.4f} ({ms / ms0:.3f})" if ms0 > 0 else f"{ms:.4f}")

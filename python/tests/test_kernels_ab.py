@@ -36,3 +36,15 @@ def test_sides_cases_and_ratios(tmp_path):
 
 def test_side_order():
     assert sorted(["new", "base3", "base", "base2"], key=ab.side_order) == ["base", "base2", "base3", "new"]
+    assert sorted(["v-t96", "new", "base", "v-t128"], key=ab.side_order) == ["base", "new", "v-t128", "v-t96"]
+
+
+def test_variants_without_a_baseline_take_ratios_to_this_build(tmp_path):
+    write(tmp_path / "ab_new_648_52_32.jsonl", [row("attention_fwd_bwd", 0.5)])
+    write(tmp_path / "ab_v-t96_648_52_32.jsonl", [row("attention_fwd_bwd", 0.4)])
+    write(tmp_path / "ab_v-t128_648_52_32.jsonl", [row("attention_fwd_bwd", 0.6)])
+    cases = ab.load(str(tmp_path))
+    assert set(cases["648:52:32"]) == {"new", "v-t96", "v-t128"}
+    lines = ab.table(cases)
+    assert lines[0] == "case 648:52:32: new ms  v-t128 ms  v-t96 ms  (ratio to new)"
+    assert lines[1] == "  attention_fwd_bwd: 0.5000  0.6000 (1.200)  0.4000 (0.800)"

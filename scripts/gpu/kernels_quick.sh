@@ -15,6 +15,9 @@
 # so this A/B also covers models with dimensions other than the bundled ones; bench/kernels_ab.py prints the times
 # side by side with their ratios to the first baseline, into OUTDIR/ab_summary.txt);
 # BATMOBILE_QUICK_BASE_TESTS=1: the baselines' interaction tests are built and run as well (test_interaction_base*.log);
+# BATMOBILE_QUICK_AB_VARIANTS="NAME=OPTIONS ...": this build's benchmark also with these extra options on the A/B cases
+# (commas for spaces, e.g. "t96=--team,96 t128=--team,128"; NAME of letters, digits, '.', '+', '-'), into
+# OUTDIR/ab_v-NAME_CASE.jsonl: launch settings compared without a second build (with or without baselines);
 # BATMOBILE_QUICK_CXXFLAGS: extra compiler flags of both builds (e.g. -lineinfo for Nsight source views);
 # BATMOBILE_QUICK_CONV=0: neither build nor run test_conv_weights (a shorter build when only the fused kernels
 # changed).
@@ -82,12 +85,20 @@ for c in "${CASES[@]}"; do
     >> "$OUT/bench.log" 2>&1 || rc=1
   cat "$OUT/bench_${c//:/_}.jsonl"
 done
-if [ ${#SIDES[@]} -gt 0 ]; then
+VARIANTS=(${BATMOBILE_QUICK_AB_VARIANTS:-})
+ab_bench() {  # ab_bench SIDE CASE BUILD_SIDE [OPTION ...]: one A/B run into OUTDIR/ab_SIDE_CASE.jsonl
+  local side=$1 c=$2 b=$3
+  shift 3
+  "$(build_of "$b")/bench/batmobile_bench" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 "$@" \
+    --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
+  echo "== $side $c: $(wc -l < "$OUT/ab_${side}_${c//:/_}.jsonl") rows"
+}
+if [ ${#SIDES[@]} -gt 0 ] || [ ${#VARIANTS[@]} -gt 0 ]; then
   for c in ${BATMOBILE_QUICK_AB_CASES:-${CASES[@]}}; do
-    for side in "${SIDES[@]}" new; do
-      "$(build_of "$side")/bench/batmobile_bench" --cases "$c" --radial-mode 4 --role-radial-mode 4 --reps 20 \
-        --out "$OUT/ab_${side}_${c//:/_}.jsonl" >> "$OUT/bench.log" 2>&1 || rc=1
-      echo "== $side $c: $(wc -l < "$OUT/ab_${side}_${c//:/_}.jsonl") rows"
+    for side in "${SIDES[@]}" new; do ab_bench "$side" "$c" "$side"; done
+    for v in "${VARIANTS[@]}"; do
+      opts=${v#*=}
+      ab_bench "v-${v%%=*}" "$c" new ${opts//,/ }
     done
   done
   say "A/B done"
