@@ -584,8 +584,8 @@ TEST(FusedTeamRule, ByPrecision) {
   EXPECT_FALSE(model_detail::few_atoms_rule_for<double>);
 }
 
-// The launch line the pair styles log: one entry per layer; on host back-ends one thread per atom and the pair adjoint;
-// non-default options named at its end.
+// The launch line the pair styles log: one entry per layer, each with the pair adjoint; on host back-ends one thread
+// per atom; non-default options named at its end.
 TEST(ModelOptionsTest, LaunchSummary) {
   const Model<float, Exec> fused(load(), EdgeBackend::Fused, ModelOptions{});
   const int T = fused.hyper().T;
@@ -598,7 +598,7 @@ TEST(ModelOptionsTest, LaunchSummary) {
   const Model<float, Exec> reference(load(), EdgeBackend::Reference, ModelOptions{});
   EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays)");
   if (kernels::runs_on_host<Exec>) EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
-  // the adjoint that runs: the pair adjoint on host back-ends, the receiver and sender adjoints on GPUs
+  // the adjoint that runs (every back-end)
   EXPECT_NE(few.find(", pair adjoint "), std::string::npos) << few;
   ModelOptions two;
   two.node_atoms = 2;
