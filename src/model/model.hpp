@@ -158,7 +158,7 @@ class Model {
   using Step = model_detail::Step<ExecSpace>;
   // compute()'s stages (model_compute.hpp), one per model step; the kernels are model_detail's stage functions
   Step begin_step(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange);
-  void ensure_capacity(int n_local, int n_all, int n_edges);
+  void ensure_capacity(int n_local, int n_all, int n_edges, bool sender_lists);
   void build_sender_lists(const Step& step);
   model_detail::LayerViews<T, ExecSpace> layer_views(int t, bool use_rcache) const;
   void forward_layer(int t, const Step& step, GhostExchange<T, ExecSpace>* exchange,

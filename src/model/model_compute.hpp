@@ -19,7 +19,7 @@
 namespace batmobile {
 
 template <class T, class ExecSpace>
-void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
+void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges, bool sender_lists) {
   const int KC = data_.K * data_.C, T_ = data_.T_layers, A = data_.A, AD = data_.A * data_.dk;
   // Grow-only with headroom: LAMMPS changes the atom and edge counts at every re-neighbouring.
   auto grow = [](size_t n) { return n + n / 5 + 16; };
@@ -59,6 +59,7 @@ void Model<T, ExecSpace>::ensure_capacity(int n_local, int n_all, int n_edges) {
     need(edge_ds_, n_edges, A, "bm_edge_ds");
     need1(edge_grad_, n_edges, "bm_edge_grad");
   }
+  if (!sender_lists) return;
   need1(edge_receiver_, n_edges, "bm_edge_recv");
   need1(send_offsets_, n_all + 1, "bm_send_offsets");
   need1(send_edges_, n_edges, "bm_send_edges");
@@ -85,8 +86,20 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   n_edges_ = n_edges;
   if (na > nl && !exchange && data_.T_layers > 1)
     throw std::runtime_error("Batmobile model: ghost atoms with more than one layer need a GhostExchange");
-  ensure_capacity(nl, na, n_edges);
   step.fused = backend_ == EdgeBackend::Fused;
+  // Sender lists grouped by local atom and its periodic images where the exchange names them (fused backend only:
+  // the reference adjoint takes each edge's sender row as it is)
+  if (step.fused && options_.group_senders && exchange && na > nl) {
+    step.image_owner = exchange->image_owners();
+    if (step.image_owner.extent(0) != static_cast<size_t>(na - nl)) step.image_owner = {};
+  }
+  n_send_ = step.image_owner.extent(0) > 0 ? nl : -1;
+  // The sender-grouped edge lists are read by the reference adjoint and by the fused sender adjoint, which runs for
+  // ghosts that are not images of local atoms (several ranks) only: the pair adjoint finds each reverse edge through
+  // the image owners. They are built as well where the caller does not vouch for the sender indices, for the range
+  // check.
+  step.sender_lists = !step.fused || (n_send_ < 0 && na > nl) || !graph.senders_in_range;
+  ensure_capacity(nl, na, n_edges, step.sender_lists);
   // Node (per-atom) kernels: on GPUs kNodeTeam threads share a block's (component, channel) items, on host
   // back-ends one thread per team; per-atom work over tens of items: a warp per atom is plenty.
   step.node_team = node_team_;
@@ -101,19 +114,12 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   step.node_scratch = sizeof(T) * model_detail::kNodeAtoms *
                           (model_detail::node_mo_rows(data_) + 2 * data_.K * data_.C + step.gate_rows + kMaxL + 1) +
                       64;
-  // Sender lists grouped by local atom and its periodic images where the exchange names them (fused backend only:
-  // the reference adjoint takes each edge's sender row as it is)
-  if (step.fused && options_.group_senders && exchange && na > nl) {
-    step.image_owner = exchange->image_owners();
-    if (step.image_owner.extent(0) != static_cast<size_t>(na - nl)) step.image_owner = {};
-  }
-  n_send_ = step.image_owner.extent(0) > 0 ? nl : -1;
   // The sender-grouped edge lists (the adjoint alone reads them). Where the caller vouches for the sender indices
   // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
   // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
   // kernel reads h through a sender index. Built late with the fused backend, their offsets are zeroed by the
   // forward's first kernel (one launch less).
-  step.offsets_zeroed_early = step.fused && graph.senders_in_range && na > 0;
+  step.offsets_zeroed_early = step.fused && graph.senders_in_range && na > 0 && step.sender_lists;
   step.edge_receiver = edge_receiver_;
   step.send_offsets = send_offsets_;
   step.send_edges = send_edges_;
@@ -238,7 +244,7 @@ void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T
   for (int t = 0; t < data_.T_layers; ++t)
     forward_layer(t, step, exchange, t + 1 == data_.T_layers ? &readout : nullptr);
 
-  if (graph.senders_in_range) build_sender_lists(step);
+  if (graph.senders_in_range && step.sender_lists) build_sender_lists(step);
   if (!step.fused) Kokkos::deep_copy(edge_grad_, 0.0);
   for (int t = data_.T_layers - 1; t >= 0; --t) {
     adjoint_layer(t, step, exchange, dh, dh_in);

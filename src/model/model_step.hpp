@@ -25,6 +25,8 @@ struct Step {
   int nl = 0, na = 0, n_edges = 0;  // local atoms, all atoms, edges (or the caller's bound on them)
   bool fused = false;               // the fused edge backend
   bool use_rcache = false;          // reference backend: each edge's radial outputs kept from the forward pass
+  // The sender-grouped edge lists are built this step (Model::begin_step says when they are needed).
+  bool sender_lists = true;
   // The sender offsets are zeroed by the embedding kernel (the sender lists are built just before the adjoint).
   bool offsets_zeroed_early = false;
   Graph<ExecSpace> graph;

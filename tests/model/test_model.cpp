@@ -79,14 +79,17 @@ struct Evaluation {
 };
 
 // want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges);
-// name_images: the exchange names the ghosts' image owners (default: unless the suite runs --ungrouped-senders).
+// name_images: the exchange names the ghosts' image owners (default: unless the suite runs --ungrouped-senders);
+// in_range: the graph vouches for its sender indices (Graph::senders_in_range, as LAMMPS's neighbour lists do).
 template <class T>
 static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
                            const std::vector<double>& cell, const bool* pbc, bool want = true,
-                           bool edges_known = false, std::optional<bool> name_images = std::nullopt) {
+                           bool edges_known = false, std::optional<bool> name_images = std::nullopt,
+                           bool in_range = false) {
   HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
   Graph<Exec> g = upload_graph<Exec>(hg);
   if (edges_known) g.n_edges = int(hg.senders.size());
+  g.senders_in_range = in_range;
   IndexMapGhostExchange<T, Exec> named(hg.n_local, hg.ghost_owner);
   UnnamedImagesExchange<T> unnamed(hg.n_local, hg.ghost_owner);
   GhostExchange<T, Exec>& exchange =
@@ -658,6 +661,60 @@ TEST(ModelExchange, GroupSenders) {
   EXPECT_EQ(c.forces, b.forces);
   EXPECT_EQ(c.vatom, b.vatom);
   EXPECT_EQ(c.ghost_abs, b.ghost_abs);
+}
+
+// Launches whose kernel name starts with "bm_csr" (the sender-list build, sender_csr.hpp), counted through the Kokkos
+// tools callbacks while fn runs.
+static int g_csr_launches = 0;
+static void count_csr_launch(const char* name, uint32_t, uint64_t*) {
+  if (std::string(name).rfind("bm_csr", 0) == 0) ++g_csr_launches;
+}
+template <class Fn>
+static int csr_launches_during(Fn fn) {
+  namespace KT = Kokkos::Tools::Experimental;
+  g_csr_launches = 0;
+  KT::set_begin_parallel_for_callback(count_csr_launch);
+  KT::set_begin_parallel_reduce_callback(count_csr_launch);
+  KT::set_begin_parallel_scan_callback(count_csr_launch);
+  fn();
+  KT::set_begin_parallel_for_callback(nullptr);
+  KT::set_begin_parallel_reduce_callback(nullptr);
+  KT::set_begin_parallel_scan_callback(nullptr);
+  return g_csr_launches;
+}
+
+// The sender-grouped edge lists are built only where something reads them: not for the fused pair adjoint with
+// sender groups (one rank), whose results are then the same bit for bit; but for the fused sender adjoint of ghosts
+// without named owners (several ranks), for the reference backend, and where the graph does not vouch for its
+// sender indices (the build checks them).
+TEST(ModelExchange, SenderListsOnlyWhereRead) {
+  Reference r = read_reference("periodic");
+  Model<double, Exec> fused(load(), EdgeBackend::Fused, g_options);
+  Evaluation built, skipped;
+  EXPECT_GT(csr_launches_during([&] { built = evaluate(fused, r.pos, r.species, r.cell, r.pbc, true, false, true); }),
+            0);
+  EXPECT_EQ(csr_launches_during(
+                [&] { skipped = evaluate(fused, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }),
+            0);
+  EXPECT_TRUE(fused.senders_grouped_last());
+  EXPECT_EQ(skipped.energy, built.energy);
+  EXPECT_EQ(skipped.forces, built.forces);
+  EXPECT_EQ(skipped.eatom, built.eatom);
+  EXPECT_EQ(skipped.vatom, built.vatom);
+  for (int a = 0; a < 6; ++a) EXPECT_EQ(skipped.virial[a], built.virial[a]);
+  // a fresh model whose first evaluation skips them (its sender arrays never allocated)
+  Model<double, Exec> fresh(load(), EdgeBackend::Fused, g_options);
+  Evaluation first;
+  EXPECT_EQ(csr_launches_during(
+                [&] { first = evaluate(fresh, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }),
+            0);
+  EXPECT_EQ(first.forces, built.forces);
+  EXPECT_EQ(first.energy, built.energy);
+  EXPECT_GT(csr_launches_during([&] { evaluate(fused, r.pos, r.species, r.cell, r.pbc, true, false, false, true); }),
+            0);
+  Model<double, Exec> reference(load(), EdgeBackend::Reference, g_options);
+  EXPECT_GT(
+      csr_launches_during([&] { evaluate(reference, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }), 0);
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
