@@ -13,7 +13,8 @@
 #   4. (BATMOBILE_MD_NCU=REGEX, after 3.) an Nsight Compute report of the matching kernels of one MD step, see below.
 #   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
 #      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
-#      launches) into OUTDIR/gpu_profile_<atoms>.txt.
+#      launches) into OUTDIR/gpu_profile_<atoms>.txt. Profiles and timelines run as the benchmark does: precision
+#      mixed, newton off.
 # Prints each comparison run's md_raw.txt line (atoms, exit code, steps/s, MB, ..., precision) and the benchmark's,
 # and packs OUTDIR into OUTDIR.tgz (the device tool brings back a limited number of files); bench/md/collect_ab_runs.py
 # turns OUTDIR/md_ab.out into one JSON with each setting's mean and standard error.
@@ -57,7 +58,7 @@ if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
         BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
         -in bench/md/in.md_bench -log "$OUT/$prof.log" -screen none \
         -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off
       say "profile ($mode) $n atoms: $(grep "Loop time" "$OUT/$prof.log" | tail -n1)"
       head -n 4 "$OUT/$prof.txt" 2>/dev/null
     done
@@ -103,7 +104,7 @@ if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
       timeout 120 "$NSYS" profile -o "$OUT/nsys_$n" --trace=cuda --sample=none --cpuctxsw=none --force-overwrite true \
         "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench -log "$OUT/nsys_$n.log" \
         -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec single > "$OUT/nsys_$n.out" 2>&1
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off > "$OUT/nsys_$n.out" 2>&1
       for r in cuda_gpu_trace cuda_api_sum cuda_api_trace; do
         timeout 120 "$NSYS" stats --report "$r" --format csv --force-export=true -o "$OUT/nsys_$n" "$OUT/nsys_$n.nsys-rep" \
           >> "$OUT/nsys_$n.out" 2>&1
