@@ -15,6 +15,8 @@
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
+#   BATMOBILE_MD_PAIR_EXTRA  more pair_style keywords for every case, commas for spaces (e.g. "graph_team,1": an
+#                        A/B entry of scripts/gpu/ab_runs.sh can then compare keyword values within one build)
 #   BATMOBILE_MD_NEWTON  the input's newton setting: off (default on one rank: batmobile/kk then folds the images'
 #                        forces itself and LAMMPS skips its reverse communication: docs/performance.md) or on (the default with BATMOBILE_MD_RANKS > 1, where off is an error; also
 #                        needed with LMP_ARGS that do not select batmobile/kk)
@@ -27,6 +29,7 @@ mkdir -p "$OUT"
 CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single:5 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
 GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
+PAIR_EXTRA=(); [ -n "${BATMOBILE_MD_PAIR_EXTRA:-}" ] && PAIR_EXTRA=(-var pair_extra "${BATMOBILE_MD_PAIR_EXTRA//,/ }")
 # BATMOBILE_MD_RANKS=N: N MPI ranks, one GPU each (LAMMPS's domain decomposition; multi-GPU scaling)
 RANKS=${BATMOBILE_MD_RANKS:-1}
 NEWTON=${BATMOBILE_MD_NEWTON:-$([ "$RANKS" -gt 1 ] && echo on || echo off)}
@@ -51,7 +54,7 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP [RUN]: one LAMMPS
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "${LAUNCH[@]}" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
      -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
-     -var prec "$prec" -var newton "$NEWTON"
+     -var prec "$prec" -var newton "$NEWTON" "${PAIR_EXTRA[@]}"
   rc=$?
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
   peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)

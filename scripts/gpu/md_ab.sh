@@ -90,7 +90,7 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
     done
     [ "$(stat -c %s "$OUT/ncu_$n.ncu-rep")" -lt 12000000 ] || rm -f "$OUT/ncu_$n.ncu-rep"
   fi
-  say "ncu $n atoms: $(grep -c "Section: WarpStateStats" "$OUT/ncu_$n.txt") kernels profiled"
+  say "ncu $n atoms: $(grep -c "Section: Warp State Statistics" "$OUT/ncu_$n.txt") kernels profiled"
 fi
 if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
   # BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...": an Nsight Systems timeline (CUDA API and GPU work, no CPU sampling)
