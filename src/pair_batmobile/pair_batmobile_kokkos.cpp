@@ -3,6 +3,7 @@
 #include "lammps_compat.h"
 #include "pair_batmobile_common.h"
 #include "pair_batmobile_kokkos_comm.h"
+#include "pair_batmobile_kokkos_edges.h"
 
 #include <array>
 #include <climits>
@@ -427,11 +428,9 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
         for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
         gs(n) = tsp(type(n));
       });
-  // edges: count per receiver, scan, fill. A team of I.graph_team threads per local atom walks its neighbour list
-  // (one thread per atom is slow on GPUs).
-  using TeamPolicy = Kokkos::TeamPolicy<Exec>;
-  using Member = typename TeamPolicy::member_type;
-  const int graph_team = I.graph_team;
+  // edges: count per receiver, scan, fill (pair_batmobile_kokkos_edges.h), I.graph_team threads per local atom
+  const batmobile_kk::EdgeFilter<decltype(x), decltype(gs), decltype(d_neighbors)> keep{x, gs, d_neighbors, rcsq,
+                                                                                      NEIGHMASK};
   // The reduction and the scan go into device memory, and one copy brings the closest distance and the edge count
   // back (a reduction into a host value and a scan with a total would each make the host wait). Where the check is
   // deferred the host does not wait for that copy: the sender array is sized by the neighbour list's capacity.
@@ -439,29 +438,7 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
   auto stats = I.edge_stats;
   using MemSpace = typename Exec::memory_space;
   const Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> closest_d(stats.data());
-  // Min over every thread's own candidates: a team-policy reduction joins all threads' values
-  Kokkos::parallel_reduce(
-      "bm_kk_count", TeamPolicy(inum, graph_team),
-      KOKKOS_LAMBDA(const Member &team, double &mind) {
-        const int i = d_ilist(team.league_rank());
-        if (gs(i) < 0) return;
-        int c = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, d_numneigh(i)),
-            [&](int jj, int &cc) {
-              const int j = d_neighbors(i, jj) & NEIGHMASK;
-              if (gs(j) < 0) return;
-              const double dx = x(j, 0) - x(i, 0), dy = x(j, 1) - x(i, 1), dz = x(j, 2) - x(i, 2);
-              const double rsq = dx * dx + dy * dy + dz * dz;
-              if (rsq < rcsq && rsq > 0.0) {
-                ++cc;
-                if (rsq < mind) mind = rsq;
-              }
-            },
-            c);
-        if (team.team_rank() == 0) count(i + 1) = c;
-      },
-      Kokkos::Min<double, MemSpace>(closest_d));
+  batmobile_kk::count_edges<Exec>(inum, I.graph_team, keep, d_ilist, d_numneigh, count, closest_d);
   auto roff = g.recv_offsets;
   Kokkos::parallel_scan(
       "bm_kk_scan", Policy(0, nlocal + 1), KOKKOS_LAMBDA(int i, int &acc, bool final) {
@@ -486,24 +463,7 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
     n_edges = static_cast<int>(I.stats_readback.values()[1]);
   }
   if (g.senders.extent(0) < static_cast<size_t>(n_edges)) g.senders = decltype(g.senders)("bm_senders", grow(n_edges));
-  auto snd = g.senders;
-  // ordered team scan: each kept neighbour's slot is the number of kept neighbours before it
-  Kokkos::parallel_for(
-      "bm_kk_fill", TeamPolicy(inum, graph_team), KOKKOS_LAMBDA(const Member &team) {
-        const int i = d_ilist(team.league_rank());
-        if (gs(i) < 0) return;
-        const int e0 = roff(i);
-        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, d_numneigh(i)), [&](int jj, int &slot, bool final) {
-          const int j = d_neighbors(i, jj) & NEIGHMASK;
-          if (gs(j) < 0) return;
-          const double dx = x(j, 0) - x(i, 0), dy = x(j, 1) - x(i, 1), dz = x(j, 2) - x(i, 2);
-          const double rsq = dx * dx + dy * dy + dz * dz;
-          if (rsq < rcsq && rsq > 0.0) {
-            if (final) snd(e0 + slot) = j;
-            ++slot;
-          }
-        });
-      });
+  batmobile_kk::fill_edges<Exec>(inum, I.graph_team, keep, d_ilist, d_numneigh, g.recv_offsets, g.senders);
   g.n_local = nlocal;
   g.n_all = nall;
   g.n_edges = n_edges;          // (known here, or bounded: the model need not read it back)

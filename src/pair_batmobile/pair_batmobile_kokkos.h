@@ -11,7 +11,8 @@
    training range: at once (immediate) or at the next evaluation, on thermo steps and at the end of a run
    (deferred: the host does not wait for the GPU); auto = deferred on GPUs, immediate on host back-ends.
    mpi_buffers host: MPI messages of the own swap exchange through host copies (MPI without GPU-aware support).
-   graph_team: threads per local atom of the edge-list build (auto = 32 on GPUs, 1 on host back-ends).
+   graph_team: threads per local atom of the edge-list build (auto = 32 on GPUs, 1 on host back-ends; 1: one thread
+   per atom over a range of atoms, pair_batmobile_kokkos_edges.h).
 
    Node features of ghosts are exchanged between layers (forward) and their adjoints sent back (reverse):
      - ghost_comm device (default), one MPI rank: on the device, through an image -> owner map;
