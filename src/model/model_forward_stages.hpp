@@ -11,13 +11,14 @@
 namespace batmobile {
 namespace model_detail {
 
-// Embedding of owned and ghost atoms alike (it depends only on the species) into h0. Fused backend (fused_state not
-// null), in the same launch: positions in T, the accumulators zeroed, layer 0's q and k per species, and the sender
-// offsets zeroed where the sender lists are built later (one launch instead of seven).
+// Embedding of owned and ghost atoms alike (it depends only on the species) into h0's l = 0 rows: the l > 0 rows of h0
+// are zero from its allocation and nothing else writes them. Fused backend (fused_state not null), in the same launch:
+// layer 0's q and k per species, then, one thread per atom after the feature threads, positions in T, the accumulators
+// zeroed, and the sender offsets zeroed where the sender lists are built later (one launch instead of seven).
 template <class T, class ExecSpace>
 void embed_atoms(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const Rows<T, ExecSpace>& h0,
                  FusedState<T, ExecSpace>* fused_state) {
-  const int nl = step.nl, na = step.na, C = md.C, KC = md.K * md.C, AD = md.A * md.dk;
+  const int nl = step.nl, na = step.na, C = md.C, AD = md.A * md.dk;
   const bool fused = fused_state != nullptr;
   auto x = step.graph.x;
   auto species = step.graph.species;
@@ -38,18 +39,22 @@ void embed_atoms(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, 
     w0.qk_given = true;
     q0 = w0.q, k0 = w0.k, tq = fused_state->species_q, tk = fused_state->species_k;
   }
-  // one thread per feature (consecutive threads write consecutive addresses; a thread per atom wrote rows KC apart)
+  // W threads per atom over its features (consecutive threads write consecutive addresses), then one per atom
+  const int W = species_qk && AD > C ? AD : C;
+  const int64_t n_features = int64_t(na) * W;
   kernels::parallel_for_queued(
-      "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, int64_t(na) * KC),
+      "bm_embed", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, n_features + (fused ? na : 0)),
       KOKKOS_LAMBDA(int64_t xf) {
-        const int n = int(xf / KC), f = int(xf % KC), s = f < C ? species(n) : -1;
-        h0(n, f) = s >= 0 ? md.w(md.o_embed + s * C + f) : T(0);
-        if (species_qk && f < AD) {
-          const int sp = species(n);  // (no model species: a zero embedding, whose projections are 0)
-          k0(n, f) = sp >= 0 ? tk(sp, f) : T(0);
-          if (n < nl) q0(n, f) = sp >= 0 ? tq(sp, f) : T(0);
+        if (xf < n_features) {
+          const int n = int(xf / W), f = int(xf % W), sp = species(n);  // (no model species: a zero embedding)
+          if (f < C) h0(n, f) = sp >= 0 ? md.w(md.o_embed + sp * C + f) : T(0);
+          if (species_qk && f < AD) {
+            k0(n, f) = sp >= 0 ? tk(sp, f) : T(0);
+            if (n < nl) q0(n, f) = sp >= 0 ? tq(sp, f) : T(0);
+          }
+          return;
         }
-        if (f != 0 || !fused) return;
+        const int n = int(xf - n_features);
         for (int a = 0; a < 3; ++a) xT(n, a) = T(x(n, a)), f0(n, a) = 0, fs0(n, a) = 0;
         for (int a = 0; a < 6; ++a) v0(n, a) = 0, vs0(n, a) = 0;
         if (zero_soff) {
