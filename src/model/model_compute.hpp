@@ -114,11 +114,11 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   step.node_scratch = sizeof(T) * model_detail::kNodeAtoms *
                           (model_detail::node_mo_rows(data_) + 2 * data_.K * data_.C + step.gate_rows + kMaxL + 1) +
                       64;
-  // The sender-grouped edge lists (the adjoint alone reads them). Where the caller vouches for the sender indices
-  // (LAMMPS's neighbour lists) they are built just before the adjoint: on GPUs the forward's first kernel then starts
-  // five small launches earlier and these run behind its kernels. Otherwise here, with the range check, before any
-  // kernel reads h through a sender index. Built late with the fused backend, their offsets are zeroed by the
-  // forward's first kernel (one launch less).
+  // Where they are needed (step.sender_lists, above) and the caller vouches for the sender indices (LAMMPS's
+  // neighbour lists), the sender-grouped edge lists are built just before the adjoint: on GPUs the forward's first
+  // kernel then starts five small launches earlier and these run behind its kernels. Otherwise here, with the range
+  // check, before any kernel reads h through a sender index. Built late with the fused backend, their offsets are
+  // zeroed by the forward's first kernel (one launch less).
   step.offsets_zeroed_early = step.fused && graph.senders_in_range && na > 0 && step.sender_lists;
   step.edge_receiver = edge_receiver_;
   step.send_offsets = send_offsets_;
