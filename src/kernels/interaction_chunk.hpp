@@ -53,13 +53,15 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
   if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
   if (adjoint == kPairScratch) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
-  ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, ch.basis_edges) : ST2(at(lo.s), ch.basis_edges, H);
-  ch.sd = TEAM_RADIAL ? ST2(at(lo.sd), H, ch.basis_edges) : ST2(at(lo.sd), ch.basis_edges, H);
+  // (mode 1: rows padded to radial_hidden_stride, columns past basis_edges unused)
+  const int hidden_cols = radial_hidden_stride(ch.basis_edges);
+  ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, hidden_cols) : ST2(at(lo.s), ch.basis_edges, H);
+  ch.sd = TEAM_RADIAL ? ST2(at(lo.sd), H, hidden_cols) : ST2(at(lo.sd), ch.basis_edges, H);
   ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.basis_edges);
   if (adjoint == kPairScratch) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
   if (TEAM_RADIAL) {
-    ch.w = ST2(at(lo.w), ch.radial_edges, NW * C);
-    if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, NW * C);
+    ch.w = ST2(at(lo.w), ch.radial_edges, radial_out_stride(NW * C));  // (columns past NW C unused)
+    if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, radial_out_stride(NW * C));
   }
   ch.base = base;
   ch.overlap = overlap;

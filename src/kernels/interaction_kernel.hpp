@@ -105,10 +105,11 @@ struct InteractionKernel {
     int kind = kForwardScratch;  // the team-scratch layout (common.hpp: kForwardScratch, ...)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
-    // Channel c's entry of edge t's row in w or dw (rows of NW C values: a compile-time stride with compile-time C);
+    // Channel c's entry of edge t's row in w or dw (rows of NW C values, radial_out_stride apart: a compile-time
+    // stride with compile-time C);
     // its radial outputs are C apart from there.
     KOKKOS_INLINE_FUNCTION const T* radial_row(const ST2& out, int t, int C, int c) const {
-      return out.data() + wrow(t) * (NW * C) + c;
+      return out.data() + wrow(t) * radial_out_stride(NW * C) + c;
     }
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned) for layout `adjoint` (common.hpp: kForwardScratch,
@@ -134,13 +135,19 @@ struct InteractionKernel {
     lo.lg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
     if (adjoint == kPairScratch) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
-    lo.s = take(off, t * basis_rows * H);
-    lo.sd = take(off, t * basis_rows * H);
+    if (radial_edges > 0) {  // (H, basis edges) with padded rows, ds/dd right after s (radial_hidden_gap)
+      const size_t block = size_t(H) * radial_hidden_stride(int(basis_rows)), gap = radial_hidden_gap(int(block));
+      lo.s = take(off, t * (2 * block + gap));
+      lo.sd = lo.s + t * (block + gap);
+    } else {
+      lo.s = take(off, t * basis_rows * H);
+      lo.sd = take(off, t * basis_rows * H);
+    }
     lo.other = take(off, sizeof(int) * basis_rows);
     if (adjoint == kPairScratch) lo.other2 = take(off, sizeof(int) * basis_rows);
     if (radial_edges > 0) {
-      lo.w = take(off, t * radial_rows * NW * C);
-      if (adjoint) lo.dw = take(off, t * radial_rows * NW * C);
+      lo.w = take(off, t * radial_rows * radial_out_stride(NW * C));
+      if (adjoint) lo.dw = take(off, t * radial_rows * radial_out_stride(NW * C));
     }
     const size_t chunk_end = off;
     if (radial_edges > 0 && overlap) off = 0;

@@ -83,6 +83,17 @@ KOKKOS_INLINE_FUNCTION constexpr int mma_column_edge(bool adjoint, int n) {
   return n / 2 + (adjoint ? 0 : 4 * (n % 2));
 }
 KOKKOS_INLINE_FUNCTION constexpr bool mma_column_is_sd(bool adjoint, int n) { return adjoint && n % 2 == 1; }
+// Row strides of the radial GEMM's team-scratch arrays, chosen so that the MMA lanes' accesses fall into distinct
+// shared-memory banks (32 banks of 4 bytes; the layout test checks every access pattern). Rows of w and dw (NW C
+// outputs of one edge): a stride of 8 modulo 16 spreads each tile store (8 output columns x 4 edge rows) over all
+// banks, where a multiple of 32 put the 4 edge rows into the same 8 banks. Rows of s and ds/dd ((H, basis edges)):
+// a stride of 4 modulo 8 spreads the f16 B-fragment loads (4 k rows x 8 edges; adjoint: 4 edges of s and 4 of
+// ds/dd, with ds/dd starting 4 modulo 8 values after s: radial_hidden_gap).
+KOKKOS_INLINE_FUNCTION constexpr int radial_out_stride(int cols) { return cols + (24 - cols % 16) % 16; }
+KOKKOS_INLINE_FUNCTION constexpr int radial_hidden_stride(int edges) { return edges + (12 - edges % 8) % 8; }
+// Values between the end of s and the start of ds/dd for a hidden-layer block of `values` (H times the stride):
+// 4 modulo 8, and a multiple of 4 so that ds/dd keeps the 4-value alignment of the mode-1 vector loads.
+KOKKOS_INLINE_FUNCTION constexpr int radial_hidden_gap(int values) { return (12 - values % 8) % 8; }
 // The chain edge of lane l's D registers r % 2 = x (forward: x = 0, 1; adjoint: both hold edge x = 0's).
 KOKKOS_INLINE_FUNCTION constexpr int mma_lane_edge(bool adjoint, int l, int x) {
   return mma_column_edge(adjoint, MmaTile::c_col(l, adjoint ? 0 : x));
@@ -228,8 +239,8 @@ KOKKOS_INLINE_FUNCTION void radial_mma_f16(const Member& team, const Params& prm
     constexpr int EG = mma_edges(GRAD);
     const int n = MmaTile::b_col(lane);
     const uint4* frag = reinterpret_cast<const uint4*>(prm.W2th.data());
-    // (w and dw are (radial_edges, NW C): a row stride known at compile time with compile-time C)
-    const int bstride = ch.s.stride(0), ostride = NW * prm.C;
+    // (w and dw are (radial_edges, radial_out_stride(NW C)): a row stride known at compile time with compile-time C)
+    const int bstride = ch.s.stride(0), ostride = radial_out_stride(NW * prm.C);
     for (int t0 = 0; t0 < nf; t0 += EG) {
       const int eb = t0 + mma_column_edge(GRAD, n);
       const float* bsrc = eb < nf ? &(mma_column_is_sd(GRAD, n) ? ch.sd : ch.s)(0, first + eb) : nullptr;

@@ -1,5 +1,9 @@
 // Launch variants and launch arithmetic: register cap, constant-memory launch, basis chunks,
 // concurrent adjoints, occupancy and scratch limits, team-size validation.
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "interaction_test_util.hpp"
 
 using namespace bt;
@@ -398,6 +402,73 @@ TEST(Interaction, MmaTileStoreLayout) {
         EXPECT_NEAR(dw[e * ostride + col], want_dw, 1e-5) << "adjoint " << adjoint << " edge " << e << " col " << col;
       }
   }
+}
+
+// Shared-memory banks of the radial MMA's scratch accesses (32 banks of 4 bytes) with the row strides of the kernels'
+// layout (radial_out_stride, radial_hidden_stride, and ds/dd's place after s): every warp-wide tile store into w and
+// dw (through store_mma_tile) and every f16 B-fragment load of s and ds/dd (radial mode 4, the GPU default) touches
+// each bank at most once; the 3xTF32 loads of mode 2 at most twice. Before the padding, strides that are multiples of
+// 32 made the stores 4-way and the adjoint's loads 8-way conflicts.
+int most_addresses_per_bank(const std::vector<long>& addresses) {
+  std::map<long, std::set<long>> banks;
+  for (long a : addresses) banks[a % 32].insert(a);
+  size_t most = 0;
+  for (const auto& b : banks) most = std::max(most, b.second.size());
+  return int(most);
+}
+
+TEST(Interaction, RadialScratchBanks) {
+  using Kern = InteractionKernel<float, Dev, 2, true>;
+  for (const int cols : {16 * 1, 16 * 2, 16 * 6, 16 * 12, 32 * 6, 32 * 22, 64 * 22})  // NW C
+    for (const bool adjoint : {false, true}) {
+      const int os = radial_out_stride(cols), t0 = mma_edges(adjoint);
+      // one store instruction per register r (forward) or per r = 0, 2 and w / dw (adjoint): acc values mark them
+      for (int tile = 0; tile < 2 && tile < cols / MmaTile::M; ++tile)
+        for (int r = 0; r < 4; ++r) {
+          if (adjoint && r % 2) continue;
+          for (const bool into_dw : {false, true}) {
+            if (into_dw && !adjoint) continue;
+            std::vector<float> w(size_t(2 * t0) * os, 0.f), dw(w.size(), 0.f);
+            std::vector<long> addresses;
+            for (int lane = 0; lane < 32; ++lane) {
+              const float acc[4] = {1.f, 10.f, 3.f, 30.f}, u[2] = {1.f, 1.f}, du[2] = {0.f, 0.f};
+              std::fill(w.begin(), w.end(), 0.f), std::fill(dw.begin(), dw.end(), 0.f);
+              if (adjoint)
+                store_mma_tile<true>(acc, lane, tile, t0, 2 * t0, u, du, w.data(), dw.data(), os);
+              else
+                store_mma_tile<false>(acc, lane, tile, t0, 2 * t0, u, du, w.data(), dw.data(), os);
+              const float mark = into_dw ? acc[r + 1] : acc[r];
+              const std::vector<float>& out = into_dw ? dw : w;
+              for (size_t a = 0; a < out.size(); ++a)
+                if (out[a] == mark) addresses.push_back(long(a));
+            }
+            ASSERT_EQ(addresses.size(), 32u);
+            EXPECT_EQ(most_addresses_per_bank(addresses), 1)
+                << "store, NW C " << cols << " adjoint " << adjoint << " r " << r << " dw " << into_dw;
+          }
+        }
+    }
+  for (const int H : {16, 32, 64})
+    for (const bool adjoint : {false, true})
+      for (int basis = mma_edges(adjoint); basis <= kMaxBasisChunk; basis += mma_edges(adjoint)) {
+        const int radial = mma_edges(adjoint) * 2 <= basis ? mma_edges(adjoint) * 2 : basis;
+        const auto lo = Kern::layout(32, H, 8, adjoint ? kPairScratch : kForwardScratch, 3, radial, true, basis);
+        const long bs = radial_hidden_stride(basis), sd = long(lo.sd - lo.s) / long(sizeof(float));
+        ASSERT_EQ(sd % 4, 0);
+        for (int t0 = 0; t0 + mma_edges(adjoint) <= basis; t0 += mma_edges(adjoint))
+          for (const int tf32 : {0, 1})
+            for (int r = 0; r < 2; ++r)
+              for (int h = 0; h < 2 - tf32; ++h) {  // f16: the two k of a register are two loads
+                std::vector<long> addresses;
+                for (int lane = 0; lane < 32; ++lane) {
+                  const int n = MmaTile::b_col(lane), e = t0 + mma_column_edge(adjoint, n);
+                  const int k = (tf32 ? MmaTile::b_row(lane, r) : F16Tile::b_row(lane, r)) + h;
+                  addresses.push_back((mma_column_is_sd(adjoint, n) ? sd : 0) + k * bs + e);
+                }
+                EXPECT_LE(most_addresses_per_bank(addresses), tf32 ? 2 : 1)
+                    << "B load, H " << H << " basis " << basis << " adjoint " << adjoint << " tf32 " << tf32;
+              }
+      }
 }
 
 // Explicit team sizes must be 1 or a multiple of C.
