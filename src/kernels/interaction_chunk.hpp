@@ -50,9 +50,9 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.radial_edges = TEAM_RADIAL ? radial_edges : CH;
   ch.basis_edges = TEAM_RADIAL && basis_edges > radial_edges ? basis_edges : ch.radial_edges;
   ch.geo = ST2(at(lo.geo), ch.basis_edges, kGeoCols);
-  ch.lg = ST2(at(lo.lg), ch.basis_edges, kMaxHeads);
-  if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kMaxHeads);
-  if (adjoint == kPairScratch) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kMaxHeads);
+  ch.lg = ST2(at(lo.lg), ch.basis_edges, kHeadCols);
+  if (adjoint) ch.dlg = ST2(at(lo.dlg), ch.basis_edges, kHeadCols);
+  if (adjoint == kPairScratch) ch.lg2 = ST2(at(lo.lg2), ch.basis_edges, kHeadCols);
   // (mode 1: rows padded to radial_hidden_stride, columns past basis_edges unused)
   const int hidden_cols = radial_hidden_stride(ch.basis_edges);
   ch.s = TEAM_RADIAL ? ST2(at(lo.s), H, hidden_cols) : ST2(at(lo.s), ch.basis_edges, H);

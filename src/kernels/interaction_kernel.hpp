@@ -57,6 +57,9 @@ struct InteractionKernel {
   // and the reciprocal once per edge instead of every channel thread dividing by |r|.
   static constexpr int kGeoCols = 8;
   static constexpr int NW = (ATTN ? 2 : 1) * P;  // radial outputs per channel (weights, attention values)
+  // Scratch columns of the per-(edge, head) attention terms: the compiled-in head count, else the bound (with A = 4
+  // of 16, the pair adjoint's three such arrays take a quarter of the scratch, and its basis chunks can be longer).
+  static constexpr int kHeadCols = Dims::fixed ? Dims::A : kMaxHeads;
   using exec = typename Device::execution_space;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
@@ -132,9 +135,9 @@ struct InteractionKernel {
     Layout lo{};
     size_t off = 0;
     lo.geo = take(off, t * basis_rows * kGeoCols);
-    lo.lg = take(off, t * basis_rows * kMaxHeads);
-    if (adjoint) lo.dlg = take(off, t * basis_rows * kMaxHeads);
-    if (adjoint == kPairScratch) lo.lg2 = take(off, t * basis_rows * kMaxHeads);
+    lo.lg = take(off, t * basis_rows * kHeadCols);
+    if (adjoint) lo.dlg = take(off, t * basis_rows * kHeadCols);
+    if (adjoint == kPairScratch) lo.lg2 = take(off, t * basis_rows * kHeadCols);
     if (radial_edges > 0) {  // (H, basis edges) with padded rows, ds/dd right after s (radial_hidden_gap)
       const size_t block = size_t(H) * radial_hidden_stride(int(basis_rows)), gap = radial_hidden_gap(int(block));
       lo.s = take(off, t * (2 * block + gap));
