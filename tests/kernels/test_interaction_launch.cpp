@@ -471,6 +471,21 @@ TEST(Interaction, RadialScratchBanks) {
       }
 }
 
+// The bundled potentials' fused kernels (dimensions compiled in) take 64-edge basis chunks, all of a water atom's
+// neighbours in one prepare pass, within Kokkos 3.4's 40 KB of team scratch at the 648-atom launch (teams of 96
+// threads, S = 3): their per-(edge, head) arrays have the 4 heads' columns, not the 16 of the run-time bound.
+TEST(Interaction, BundledScratchTakesWholeChunks) {
+  constexpr size_t kokkos_limit = 40960;
+  using Bundled = InteractionKernel<float, Dev, kBundledL, true, kSmallDk, kScalarOutput, BundledDims>;
+  using Runtime = InteractionKernel<float, Dev, kBundledL, true, kSmallDk, kScalarOutput>;
+  for (const int radial : {4, 8})
+    for (const int kind : {kForwardScratch, kPairScratch}) {
+      const size_t bundled = Bundled::scratch_bytes(32, 32, 8, kind, 3, radial, true, kMaxBasisChunk);
+      EXPECT_LE(bundled, kokkos_limit) << "radial chunk " << radial << " layout " << kind;
+      EXPECT_LT(bundled, Runtime::scratch_bytes(32, 32, 8, kind, 3, radial, true, kMaxBasisChunk));
+    }
+}
+
 // Explicit team sizes must be 1 or a multiple of C.
 TEST(Interaction, TeamSizeValidation) {
   constexpr int L = 1;
