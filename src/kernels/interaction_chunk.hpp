@@ -60,8 +60,8 @@ KOKKOS_INLINE_FUNCTION auto InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   ch.other = SI1(reinterpret_cast<int*>(base + lo.other), ch.basis_edges);
   if (adjoint == kPairScratch) ch.other2 = SI1(reinterpret_cast<int*>(base + lo.other2), ch.basis_edges);
   if (TEAM_RADIAL) {
-    ch.w = ST2(at(lo.w), ch.radial_edges, radial_out_stride(NW * C));  // (columns past NW C unused)
-    if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, radial_out_stride(NW * C));
+    ch.w = ST2(at(lo.w), ch.radial_edges, radial_cols(C));  // (columns past NW C unused)
+    if (adjoint) ch.dw = ST2(at(lo.dw), ch.radial_edges, radial_cols(C));
   }
   ch.base = base;
   ch.overlap = overlap;

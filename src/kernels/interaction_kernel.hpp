@@ -60,6 +60,8 @@ struct InteractionKernel {
   // Scratch columns of the per-(edge, head) attention terms: the compiled-in head count, else the bound (with A = 4
   // of 16, the pair adjoint's three such arrays take a quarter of the scratch, and its basis chunks can be longer).
   static constexpr int kHeadCols = Dims::fixed ? Dims::A : kMaxHeads;
+  // Row stride of the radial outputs w and dw in team scratch: NW C padded against bank conflicts (radial_out_stride)
+  KOKKOS_INLINE_FUNCTION static constexpr int radial_cols(int C) { return radial_out_stride(NW * C); }
   using exec = typename Device::execution_space;
   using V3 = Kokkos::View<T***, Kokkos::LayoutRight, Device>;
   using CV3 = Kokkos::View<const T***, Kokkos::LayoutRight, Device>;
@@ -108,11 +110,10 @@ struct InteractionKernel {
     int kind = kForwardScratch;  // the team-scratch layout (common.hpp: kForwardScratch, ...)
     // Row of w / dw of basis-chunk edge t: radial chunks start at multiples of radial_edges (a power of 2)
     KOKKOS_INLINE_FUNCTION int wrow(int t) const { return t & (radial_edges - 1); }
-    // Channel c's entry of edge t's row in w or dw (rows of NW C values, radial_out_stride apart: a compile-time
-    // stride with compile-time C);
-    // its radial outputs are C apart from there.
+    // Channel c's entry of edge t's row in w or dw (rows radial_cols(C) apart: a compile-time stride with
+    // compile-time C); its radial outputs are C apart from there.
     KOKKOS_INLINE_FUNCTION const T* radial_row(const ST2& out, int t, int C, int c) const {
-      return out.data() + wrow(t) * radial_out_stride(NW * C) + c;
+      return out.data() + wrow(t) * radial_cols(C) + c;
     }
   };
   // Byte offsets of the arrays of Chunk (each 32-byte aligned) for layout `adjoint` (common.hpp: kForwardScratch,
@@ -149,8 +150,8 @@ struct InteractionKernel {
     lo.other = take(off, sizeof(int) * basis_rows);
     if (adjoint == kPairScratch) lo.other2 = take(off, sizeof(int) * basis_rows);
     if (radial_edges > 0) {
-      lo.w = take(off, t * radial_rows * radial_out_stride(NW * C));
-      if (adjoint) lo.dw = take(off, t * radial_rows * radial_out_stride(NW * C));
+      lo.w = take(off, t * radial_rows * radial_cols(C));
+      if (adjoint) lo.dw = take(off, t * radial_rows * radial_cols(C));
     }
     const size_t chunk_end = off;
     if (radial_edges > 0 && overlap) off = 0;
