@@ -9,7 +9,7 @@
 #      reference (the fp32 case five times, their mean reported), 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES
 #      as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
-#   5. (BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...", before 1.) an Nsight Systems timeline of each case, see below.
+#   5. (BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...", before 1.) the GPU's timeline of each case (CUPTI), see below.
 #   4. (BATMOBILE_MD_NCU=REGEX, after 3.) an Nsight Compute report of the matching kernels of one MD step, see below.
 #   3. (BATMOBILE_MD_PROFILE="atoms:rx:ry:rz:steps ...", before 1.) a GPU-event profile of each case
 #      (bench/profile/kokkos_gpu_timer.cpp: per-operation GPU time and the GPU's idle gaps, without serialising
@@ -92,26 +92,27 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
   fi
   say "ncu $n atoms: $(grep -c "Section: Warp State Statistics" "$OUT/ncu_$n.txt") kernels profiled"
 fi
-if [ -n "${BATMOBILE_MD_NSYS:-}" ]; then
-  # BATMOBILE_MD_NSYS="atoms:rx:ry:rz:steps ...": an Nsight Systems timeline (CUDA API and GPU work, no CPU sampling)
-  # of each case after 20 warm-up steps, exported as CSV: every GPU operation's start and duration
-  # (nsys_gpu_trace_<atoms>.csv) and the CUDA API calls' totals (nsys_api_sum_<atoms>.csv). Skipped where no nsys is
-  # installed.
-  NSYS=$(command -v nsys || ls -d /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n1)
-  if [ -z "$NSYS" ]; then say "no nsys found"; else
-    for c in $BATMOBILE_MD_NSYS; do
+if [ -n "${BATMOBILE_MD_TRACE:-}" ]; then
+  # BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...": the GPU's own timeline of each case through CUPTI
+  # (bench/profile/kokkos_cupti_trace.cpp: every kernel and copy with its GPU start and end, no added events), from
+  # the 23rd compute on (two set-ups + 20 warm-up steps + 1): trace_<atoms>.txt (per operation: launches, mean
+  # duration, time per step, GPU idle before it) and trace_<atoms>.csv (every operation of the last step, in order)
+  CUPTI=$(dirname "$(ls /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/extras/CUPTI/lib64/libcupti.so \
+    /usr/local/cuda/targets/*/lib/libcupti.so /usr/local/cuda/lib/libcupti.so 2>/dev/null | head -n1)")
+  if g++ -O2 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include -o "$OUT/libbm_cupti_trace.so" \
+      bench/profile/kokkos_cupti_trace.cpp -L"$CUPTI" -lcupti -Wl,-rpath,"$CUPTI" > "$OUT/cupti_build.log" 2>&1; then
+    for c in $BATMOBILE_MD_TRACE; do
       IFS=: read -r n rx ry rz ns <<<"$c"
-      timeout 120 "$NSYS" profile -o "$OUT/nsys_$n" --trace=cuda --sample=none --cpuctxsw=none --force-overwrite true \
-        "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half -in bench/md/in.md_bench -log "$OUT/nsys_$n.log" \
-        -screen none -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off > "$OUT/nsys_$n.out" 2>&1
-      for r in cuda_gpu_trace cuda_api_sum cuda_api_trace; do
-        timeout 120 "$NSYS" stats --report "$r" --format csv --force-export=true -o "$OUT/nsys_$n" "$OUT/nsys_$n.nsys-rep" \
-          >> "$OUT/nsys_$n.out" 2>&1
-      done
-      rm -f "$OUT/nsys_$n.nsys-rep" "$OUT/nsys_$n.sqlite"
-      say "nsys $n atoms ($NSYS): $(grep "Loop time" "$OUT/nsys_$n.log" | tail -n1); $(ls "$OUT" | grep -c "nsys_${n}_") CSV files"
+      KOKKOS_PROFILE_LIBRARY="$OUT/libbm_cupti_trace.so" BM_TRACE_OUT="$OUT/trace_$n.txt" BM_TRACE_CSV="$OUT/trace_$n.csv" \
+        BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
+        -in bench/md/in.md_bench -log "$OUT/trace_$n.log" -screen none \
+        -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
+        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off
+      say "trace $n atoms: $(grep "Loop time" "$OUT/trace_$n.log" | tail -n1)"
+      head -n 3 "$OUT/trace_$n.txt" 2>/dev/null
     done
+  else
+    say "CUPTI trace library did not build (libcupti in '$CUPTI'): see cupti_build.log"
   fi
 fi
 ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
