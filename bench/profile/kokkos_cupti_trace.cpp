@@ -1,15 +1,20 @@
 // Kokkos profiling-interface library that takes the GPU's own timeline of an MD run through CUPTI's activity API:
-// every kernel, memcpy and memset with the GPU's start and end timestamps, named by the Kokkos operation that
-// launched it. Unlike kokkos_gpu_timer.cpp it records no events between operations, so small kernels keep their
-// real length and the gaps between them are the GPU's real idle time.
+// every kernel, memcpy and memset with the GPU's start and end timestamps. Unlike kokkos_gpu_timer.cpp it records
+// no events between operations, so small kernels keep their real length and the gaps between them are the GPU's
+// real idle time.
 //   Build on the GPU machine: g++ -O2 -shared -fPIC -I$CUDA/include -o libbm_cupti_trace.so kokkos_cupti_trace.cpp
 //                             -L<dir of libcupti.so> -lcupti -Wl,-rpath,<that dir>
 //   Run:   KOKKOS_PROFILE_LIBRARY=/path/libbm_cupti_trace.so lmp -k on g 1 -sf kk ...
 // Environment:
-//   BM_TRACE_OUT    the table (default stderr)
-//   BM_TRACE_CSV    optional: every GPU operation of the last complete step of the window, in order
-//   BM_TRACE_START  "name:k": a step begins at each launch of the Kokkos operation `name`; the window runs from its
-//                   k-th launch to its last one, so set-up and warm-up steps stay out (e.g. bm_kk_atoms:23)
+//   BM_TRACE_OUT     the table (default stderr)
+//   BM_TRACE_CSV     optional: every GPU operation of the last complete step of the window, in order
+//   BM_TRACE_START   "name:k": a step begins at each launch of the Kokkos operation `name`; the window runs from its
+//                    k-th launch to its last one, so set-up and warm-up steps stay out (e.g. bm_kk_atoms:23)
+//   BM_TRACE_LABELS  1: name each GPU operation by the Kokkos operation that launched it. CUPTI then records every
+//                    CUDA API call as well, which slows the host several-fold, so the idle time of such a run
+//                    is not the real one (the durations are). Default 0: operations are named by their kernel
+//                    symbol, steps are found by the host's clock at each launch of `name`, and the host runs at
+//                    its normal speed.
 // The table: the window's steps, the time per step, how much of it the GPU spent in some operation (the union over
 // streams) and idle; then per operation name its launches per step, mean duration, time per step and the GPU idle
 // time right before it (the GPU had nothing queued: the host was launching or waiting).
@@ -38,6 +43,8 @@ std::vector<Activity> activities;
 std::unordered_map<uint32_t, uint64_t> external_of;  // CUDA correlation id -> Kokkos operation id
 std::unordered_map<uint64_t, std::string> label_of;  // Kokkos operation id -> "for bm_kk_fill"
 std::vector<uint64_t> step_ops;                      // Kokkos ids of the step marker's launches
+std::vector<uint64_t> step_host;                     // CUPTI clock on the host at each of those launches
+bool labels = false;
 std::string start_name;
 long start_count = 1;
 uint64_t next_id = 1;
@@ -67,7 +74,15 @@ std::string short_name(const char* mangled) {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string s = status == 0 && d ? d : mangled;
   std::free(d);
-  return s.size() > 120 ? s.substr(0, 120) + "..." : s;
+  // Kokkos kernels: the functor (or the lambda's enclosing function) after ParallelFor< / ParallelReduce< / ...
+  for (const char* k : {"ParallelFor<", "ParallelReduce<", "ParallelScan<", "ParallelScanWithTotal<"}) {
+    const auto p = s.find(k);
+    if (p != std::string::npos) {
+      s = std::string(k, std::strlen(k) - 1) + " " + s.substr(p + std::strlen(k));
+      break;
+    }
+  }
+  return s.size() > 240 ? s.substr(0, 240) + "..." : s;
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -109,19 +124,27 @@ bool start_cupti() {
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  if (!labels) return true;
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  // CUPTI emits the external-correlation records with the API records only
+  BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
   return true;
 }
 
 void begin(const char* kind, const char* name, uint64_t* id) {
   *id = next_id++;
   label_of[*id] = std::string(kind) + " " + name;
-  if (!start_name.empty() && start_name == name) step_ops.push_back(*id);
-  if (ok) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, *id);
+  if (!start_name.empty() && start_name == name) {
+    uint64_t t = 0;
+    if (ok) cuptiGetTimestamp(&t);
+    step_ops.push_back(*id), step_host.push_back(t);
+  }
+  if (ok && labels) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, *id);
 }
 void end() {
   uint64_t last = 0;
-  if (ok) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  if (ok && labels) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
 struct Row {
@@ -134,7 +157,7 @@ std::string label(const Activity& a) {
   auto e = external_of.find(a.correlation);
   if (e != external_of.end()) {
     auto l = label_of.find(e->second);
-    if (l != label_of.end()) return l->second;
+    if (l != label_of.end()) return a.name.rfind("mem", 0) == 0 ? l->second + " (" + a.name + ")" : l->second;
   }
   return a.name;
 }
@@ -151,12 +174,20 @@ void report(FILE* f, FILE* csv) {
   }
   std::vector<uint64_t> starts;
   for (size_t k = size_t(std::max(0L, start_count - 1)); k < step_ops.size(); ++k) {
-    auto m = marker_start.find(step_ops[k]);
-    if (m != marker_start.end()) starts.push_back(m->second);
+    if (labels) {
+      auto m = marker_start.find(step_ops[k]);
+      if (m != marker_start.end()) starts.push_back(m->second);
+      continue;
+    }
+    // the first GPU operation that starts after the host launched the marker
+    auto a = std::lower_bound(activities.begin(), activities.end(), step_host[k],
+                              [](const Activity& x, uint64_t t) { return x.start < t; });
+    if (a != activities.end()) starts.push_back(a->start);
   }
   if (starts.size() < 2) {
-    std::fprintf(f, "# bm_cupti_trace: %zu activities, %zu step markers in the window: no complete step (is "
-                    "BM_TRACE_START right?)\n", activities.size(), starts.size());
+    std::fprintf(f, "# bm_cupti_trace: %zu activities, %zu external correlations, %zu launches of the step "
+                    "marker, %zu in the window with GPU work: no complete step (is BM_TRACE_START right?)\n",
+                 activities.size(), external_of.size(), step_ops.size(), starts.size());
     return;
   }
   const uint64_t t0 = starts.front(), t1 = starts.back();
@@ -207,6 +238,8 @@ void kokkosp_init_library(int, uint64_t, uint32_t, void*) {
     start_name = v.substr(0, colon);
     if (colon != std::string::npos) start_count = std::max(1L, std::atol(v.c_str() + colon + 1));
   }
+  const char* l = std::getenv("BM_TRACE_LABELS");
+  labels = l && std::strcmp(l, "1") == 0;
   ok = start_cupti();
 }
 void kokkosp_begin_parallel_for(const char* name, uint32_t, uint64_t* id) { begin("for", name, id); }
