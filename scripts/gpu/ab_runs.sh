@@ -1,5 +1,5 @@
-# Sourced by md_ab.sh and warm_check.sh: MD comparison runs in one device call, and the MD benchmark in the time a
-# device call has left.
+# Sourced by md_ab.sh, warm_check.sh and compare_builds.sh: MD comparison runs in one device call, the MD benchmark in
+# the time a device call has left, and CUPTI timelines of MD runs.
 #   ab_runs "VAR=V[+VAR=V]:name ..." CASES TIMEOUT DIR
 # runs each entry on CASES (bench/md/run_md_bench.sh's atoms:rx:ry:rz:steps:precision list, no PyTorch reference)
 # in a process of its own with those variables set, into DIR/name (log DIR/name.log), at most TIMEOUT seconds each;
@@ -61,4 +61,30 @@ slowest_build_steps() {
   awk -F'\t' '!/^#/ { t[$4] = ($2 - $1) / 1000; if (min == "" || $1 < min) min = $1; if ($2 > max) max = $2 }
     END { printf "span %.1f s over %d steps\n", (max - min) / 1000, length(t); for (k in t) printf "%8.1f  %s\n", t[k], k }' \
     "$1/.ninja_log" | { read -r head; echo "$head"; sort -rn | head -n 20; } > "$2"
+}
+
+# build_cupti_trace LIB: bench/profile/kokkos_cupti_trace.cpp built against this machine's CUPTI into LIB (a Kokkos
+# profiling library); status 1 where it does not build (LIB.log says why).
+build_cupti_trace() {
+  local repo cupti
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  cupti=$(dirname "$(ls /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/extras/CUPTI/lib64/libcupti.so \
+    /usr/local/cuda/targets/*/lib/libcupti.so /usr/local/cuda/lib/libcupti.so 2>/dev/null | head -n1)")
+  g++ -O2 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include -o "$1" \
+    "$repo/bench/profile/kokkos_cupti_trace.cpp" -L"$cupti" -lcupti -Wl,-rpath,"$cupti" > "$1.log" 2>&1
+}
+
+# cupti_trace LIB LMP TREE PREFIX ATOMS RX RY RZ STEPS LABELS: the GPU's timeline of an MD run (bench/md/in.md_bench,
+# TREE's water_fast.pt, precision mixed, newton off, 20 warm-up steps) under the library LIB from build_cupti_trace,
+# from the 23rd compute on (two set-ups + 20 warm-up steps + 1): PREFIX.txt (per kernel: launches, mean duration,
+# time per step, GPU idle before it), PREFIX.csv (every operation of the last step, in order), PREFIX.log. LABELS 1:
+# each operation named by its Kokkos operation (CUPTI's API records slow the host, so only the durations hold).
+cupti_trace() {
+  local repo
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  KOKKOS_PROFILE_LIBRARY="$1" BM_TRACE_OUT="$4.txt" BM_TRACE_CSV="$4.csv" BM_TRACE_LABELS="${10}" \
+    BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half \
+    -in "$repo/bench/md/in.md_bench" -log "$4.log" -screen none \
+    -var data "$repo/examples/lammps_inputs/water216/water216_start.lmp" -var pot "$3/potentials/water_fast.pt" \
+    -var rx "$6" -var ry "$7" -var rz "$8" -var nsteps "$9" -var nwarm 20 -var prec mixed -var newton off
 }

@@ -11,7 +11,9 @@
 #   scripts/gpu/compare_builds.sh bench OLD_TREE OUTDIR   waits for the builds, runs the cases, writes
 #                                                         OUTDIR/compare_builds.json
 # OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree.
-# Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below).
+# Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below); BATMOBILE_COMPARE_TRACE
+# ("atoms:rx:ry:rz:steps ...", after the timings): the GPU's timeline of each build in each case (cupti_trace,
+# scripts/gpu/ab_runs.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*.
 set -uo pipefail
 MODE=${1:?usage: compare_builds.sh build|bench OLD_TREE OUTDIR}
 OLD=$(cd "${2:?OLD_TREE}" && pwd)
@@ -109,6 +111,19 @@ for c in $CASES; do
     done
   done
 done
+if [ -n "${BATMOBILE_COMPARE_TRACE:-}" ]; then
+  source "$NEW/scripts/gpu/ab_runs.sh"
+  if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
+    for c in $BATMOBILE_COMPARE_TRACE; do
+      IFS=: read -r n rx ry rz ns <<<"$c"
+      cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_OLD" "$OLD" "$OUT/trace_old_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
+      cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
+      for who in old new; do say "trace $who $n atoms: $(head -n1 "$OUT/trace_${who}_$n.txt" 2>/dev/null)"; done
+    done
+  else
+    say "CUPTI trace library did not build: see libbm_cupti_trace.so.log"
+  fi
+fi
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
   --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(cat "$NEW/.commit" 2>/dev/null || git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --precision "$PREC" \

@@ -93,31 +93,21 @@ if [ -n "${BATMOBILE_MD_NCU:-}" ] && command -v ncu > /dev/null; then
   say "ncu $n atoms: $(grep -c "Section: Warp State Statistics" "$OUT/ncu_$n.txt") kernels profiled"
 fi
 if [ -n "${BATMOBILE_MD_TRACE:-}" ]; then
-  # BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...": the GPU's own timeline of each case through CUPTI
-  # (bench/profile/kokkos_cupti_trace.cpp: every kernel and copy with its GPU start and end, no added events), from
-  # the 23rd compute on (two set-ups + 20 warm-up steps + 1): trace_<atoms>.txt (per kernel: launches, mean
-  # duration, time per step, GPU idle before it) and trace_<atoms>.csv (every operation of the last step, in order);
-  # trace_labels_<atoms>.* the same with each operation named by its Kokkos operation (BM_TRACE_LABELS=1: the host
-  # runs slower, so only its durations are real)
-  CUPTI=$(dirname "$(ls /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/extras/CUPTI/lib64/libcupti.so \
-    /usr/local/cuda/targets/*/lib/libcupti.so /usr/local/cuda/lib/libcupti.so 2>/dev/null | head -n1)")
-  if g++ -O2 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include -o "$OUT/libbm_cupti_trace.so" \
-      bench/profile/kokkos_cupti_trace.cpp -L"$CUPTI" -lcupti -Wl,-rpath,"$CUPTI" > "$OUT/cupti_build.log" 2>&1; then
+  # BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...": the GPU's own timeline of each case through CUPTI (cupti_trace in
+  # ab_runs.sh): trace_<atoms>.* with the host at near its normal speed, trace_labels_<atoms>.* with each operation
+  # named by its Kokkos operation (the host slower: only the durations hold)
+  if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
     for c in $BATMOBILE_MD_TRACE; do
       IFS=: read -r n rx ry rz ns <<<"$c"
-      for labels in 0 1; do  # 1: named by Kokkos operation (host slowed; durations hold, idle time does not)
+      for labels in 0 1; do
         t=trace_$n; [ "$labels" = 1 ] && t=trace_labels_$n
-        KOKKOS_PROFILE_LIBRARY="$OUT/libbm_cupti_trace.so" BM_TRACE_OUT="$OUT/$t.txt" BM_TRACE_CSV="$OUT/$t.csv" \
-          BM_TRACE_LABELS=$labels BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$LMP" -k on g 1 -sf kk \
-          -pk kokkos newton on neigh half -in bench/md/in.md_bench -log "$OUT/$t.log" -screen none \
-          -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-          -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off
+        cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP" "$REPO" "$OUT/$t" "$n" "$rx" "$ry" "$rz" "$ns" "$labels"
         say "$t: $(grep "Loop time" "$OUT/$t.log" | tail -n1)"
         head -n 1 "$OUT/$t.txt" 2>/dev/null
       done
     done
   else
-    say "CUPTI trace library did not build (libcupti in '$CUPTI'): see cupti_build.log"
+    say "CUPTI trace library did not build: see libbm_cupti_trace.so.log"
   fi
 fi
 ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
