@@ -119,47 +119,63 @@ void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
       });
 }
 
-// Forces (added to out.f where out.add_forces) and per-atom virials from the fused adjoints' accumulators; the owned
-// atoms' energies (atom_energy) and the virial summed into sums_d. n_send >= 0: the senders were grouped.
+// One atom's share of the force fold: its force (added to f where add) and per-atom virial from the fused adjoints'
+// accumulators (the kernels tallied each edge's terms onto both of its ends), and, into acc, its energy and virial.
+// Grouped senders put the images' terms on their atoms' rows and write no ghost row: rows from n_own on are written
+// as zeros without reading the accumulators, so that a caller may fold them or, like LAMMPS with newton off, leave
+// them.
+template <class ExecSpace>
+struct FoldFusedForces {
+  using value_type = EnergyVirial;  // (the reduction's; two call operators leave nothing to deduce it from)
+  Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> ff, ffs, fv, fvs;
+  Kokkos::View<double*, ExecSpace> atom_energy;
+  Kokkos::View<double* [3], Kokkos::LayoutRight, ExecSpace> f;
+  Kokkos::View<double* [6], Kokkos::LayoutRight, ExecSpace> vatom;
+  int nl, n_own;
+  bool add, want_vatom;
+  KOKKOS_INLINE_FUNCTION void operator()(int n, EnergyVirial& acc) const {
+    if (n < nl) acc.v[0] += atom_energy(n);
+    if (n >= n_own) {
+      if (!add)
+        for (int a = 0; a < 3; ++a) f(n, a) = 0;
+      if (want_vatom)
+        for (int a = 0; a < 6; ++a) vatom(n, a) = 0;
+      return;
+    }
+    for (int a = 0; a < 3; ++a) {
+      const double fa = ff(n, a) + ffs(n, a);
+      f(n, a) = add ? f(n, a) + fa : fa;
+    }
+    for (int a = 0; a < 6; ++a) {
+      const double v = fv(n, a) + fvs(n, a);
+      acc.v[1 + a] += v;
+      if (want_vatom) vatom(n, a) = v;
+    }
+  }
+  // the same without the sums
+  KOKKOS_INLINE_FUNCTION void operator()(int n) const {
+    EnergyVirial unused;
+    (*this)(n, unused);
+  }
+};
+
+// Forces and per-atom virials from the fused adjoints' accumulators (FoldFusedForces); the owned atoms' energies
+// (atom_energy) and the virial summed into sums_d only on steps that want them (out.want_energy / want_virial): the
+// reduction takes several times as long as the fold alone at small sizes. n_send >= 0: the senders were grouped.
 template <class T, class ExecSpace>
 void fold_fused_forces(const Step<ExecSpace>& step, const FusedState<T, ExecSpace>& fused_state, int n_send,
                        const Kokkos::View<double*, ExecSpace>& atom_energy, Results<ExecSpace>& out,
                        const EnergyVirialSum<ExecSpace>& sums_d) {
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = step.nl, na = step.na;
-  auto f = out.f;
-  // the kernels accumulated forces and half of each edge tally onto both ends
-  auto ff = fused_state.f, ffs = fused_state.f_send;
-  auto fv = fused_state.vatom, fvs = fused_state.vatom_send;
-  auto vatom = out.vatom;
-  const bool want_vatom = vatom.extent(0) >= static_cast<size_t>(na) && na > 0;
-  // Grouped senders put the images' terms on their atoms' rows and write no ghost row: those rows are written as
-  // zeros without reading the accumulators, so that a caller may fold them or, like LAMMPS with newton off, leave
-  // them
-  const int n_own = n_send >= 0 ? nl : na;
-  const bool add = out.add_forces;
-  kernels::parallel_reduce_queued(
-      "bm_fused_out", Policy(0, na),
-      KOKKOS_LAMBDA(int n, model_detail::EnergyVirial& acc) {
-        if (n < nl) acc.v[0] += atom_energy(n);
-        if (n >= n_own) {
-          if (!add)
-            for (int a = 0; a < 3; ++a) f(n, a) = 0;
-          if (want_vatom)
-            for (int a = 0; a < 6; ++a) vatom(n, a) = 0;
-          return;
-        }
-        for (int a = 0; a < 3; ++a) {
-          const double fa = ff(n, a) + ffs(n, a);
-          f(n, a) = add ? f(n, a) + fa : fa;
-        }
-        for (int a = 0; a < 6; ++a) {
-          const double v = fv(n, a) + fvs(n, a);
-          acc.v[1 + a] += v;
-          if (want_vatom) vatom(n, a) = v;
-        }
-      },
-      sums_d);
+  const FoldFusedForces<ExecSpace> fold{fused_state.f,  fused_state.f_send, fused_state.vatom,
+                                           fused_state.vatom_send, atom_energy, out.f, out.vatom, nl,
+                                           n_send >= 0 ? nl : na, out.add_forces,
+                                           out.vatom.extent(0) >= static_cast<size_t>(na) && na > 0};
+  if (out.want_energy || out.want_virial)
+    kernels::parallel_reduce_queued("bm_fused_out", Policy(0, na), fold, sums_d);
+  else
+    kernels::parallel_for_queued("bm_fused_out", Policy(0, na), fold);
 }
 
 }  // namespace model_detail
