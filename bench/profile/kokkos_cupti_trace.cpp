@@ -31,6 +31,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kokkos_tool_abi.hpp"
+
 namespace {
 struct Activity {
   uint64_t start, end;
@@ -231,15 +233,6 @@ void report(FILE* f, FILE* csv) {
 }  // namespace
 
 extern "C" {
-// Kokkos fences the device before and after every operation of a tool that does not ask otherwise, which would make
-// each launch wait for the previous kernel: this tool watches the pipeline as it runs, so it asks for no fences.
-struct Kokkos_Tools_ToolSettings {
-  bool requires_global_fencing;
-  bool padding[255];
-};
-void kokkosp_request_tool_settings(const uint32_t, Kokkos_Tools_ToolSettings* settings) {
-  settings->requires_global_fencing = false;
-}
 void kokkosp_init_library(int, uint64_t, uint32_t, void*) {
   if (const char* s = std::getenv("BM_TRACE_START")) {
     std::string v(s);
@@ -257,9 +250,6 @@ void kokkosp_begin_parallel_scan(const char* name, uint32_t, uint64_t* id) { beg
 void kokkosp_end_parallel_for(uint64_t) { end(); }
 void kokkosp_end_parallel_reduce(uint64_t) { end(); }
 void kokkosp_end_parallel_scan(uint64_t) { end(); }
-struct SpaceHandle {
-  char name[64];
-};
 void kokkosp_begin_deep_copy(SpaceHandle, const char* dst, const void*, SpaceHandle, const char* src, const void*,
                              uint64_t) {
   uint64_t id = 0;

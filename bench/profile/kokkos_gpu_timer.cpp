@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "kokkos_tool_abi.hpp"
+
 namespace {
 using Event = void*;
 struct Cuda {
@@ -168,15 +170,6 @@ void host_report(FILE* f) {
 }  // namespace
 
 extern "C" {
-// Kokkos fences the device before and after every operation of a tool that does not ask otherwise, which would make
-// each launch wait for the previous kernel: this tool watches the pipeline as it runs, so it asks for no fences.
-struct Kokkos_Tools_ToolSettings {
-  bool requires_global_fencing;
-  bool padding[255];
-};
-void kokkosp_request_tool_settings(const uint32_t, Kokkos_Tools_ToolSettings* settings) {
-  settings->requires_global_fencing = false;
-}
 void kokkosp_init_library(int, uint64_t, uint32_t, void*) {
   const char* h = std::getenv("BM_GPU_TIMER_HOST");
   host_only = h && std::strcmp(h, "1") == 0;
@@ -213,9 +206,6 @@ static void end_kernel(uint64_t id) {
 void kokkosp_end_parallel_for(uint64_t id) { end_kernel(id); }
 void kokkosp_end_parallel_reduce(uint64_t id) { end_kernel(id); }
 void kokkosp_end_parallel_scan(uint64_t id) { end_kernel(id); }
-struct SpaceHandle {
-  char name[64];
-};
 void kokkosp_begin_deep_copy(SpaceHandle, const char* dst, const void*, SpaceHandle, const char* src, const void*,
                              uint64_t bytes) {
   const std::string name = std::string(src) + " -> " + dst + (bytes > (1u << 20) ? " (>1MB)" : "");
