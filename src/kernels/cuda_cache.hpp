@@ -20,6 +20,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <stdexcept>
+#include <utility>
 #include <string>
 #include <type_traits>
 
@@ -33,9 +34,16 @@ inline void check_cuda(cudaError_t err, const std::string& what) {
 }
 
 namespace detail {
+// Policy with Kokkos's heavy-weight hint: the driver goes through Kokkos's constant buffer whatever Kokkos's size
+// threshold for kernel arguments (parallel_for_constant, cuda_launch.hpp, launches with it).
+template <class Policy>
+auto heavy_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintHeavyWeight);
+}
+// The kernel of Kokkos's launch of Functor with Policy through parallel_for_constant
 template <class Functor, class Policy>
 const void* kokkos_cuda_kernel() {
-  using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
+  using Driver = Kokkos::Impl::ParallelFor<Functor, decltype(heavy_weight(std::declval<Policy>())), Kokkos::Cuda>;
   using Launch = Kokkos::Impl::CudaParallelLaunch<Driver, typename Policy::launch_bounds>;
   return reinterpret_cast<const void*>(Launch::get_kernel_func());
 }

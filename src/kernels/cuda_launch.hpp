@@ -20,6 +20,9 @@
 //       CUDA error or a functor over kConstSlotBytes.
 //   const_slot_kernels<Functor, Policy>()  its two kernels (for cudaFuncGetAttributes); {nullptr, nullptr}
 //       where it launches none.
+//   parallel_for_constant(name, policy, functor)  Kokkos::parallel_for; on CUDA with Kokkos's heavy-weight hint: the
+//       driver through Kokkos's constant buffer whatever Kokkos's size threshold (the fused kernels where
+//       parallel_for_const_slots does not take them)
 //   parallel_for_queued(name, policy, functor), parallel_reduce_queued(name, policy, functor, result)
 //       Kokkos::parallel_for / parallel_reduce; on CUDA with Kokkos's light-weight hint, so that a driver (functor
 //       and policy) of 512 B or more travels as a kernel parameter (up to 4 KB) instead of through Kokkos's shared constant buffer, whose
@@ -188,6 +191,20 @@ void parallel_for_queued(const std::string& name, const Policy& policy, const Fu
     Kokkos::parallel_for(name, detail::light_weight(policy), functor);
   else
     Kokkos::parallel_for(name, policy, functor);
+}
+
+// Kokkos::parallel_for; on CUDA with Kokkos's heavy-weight hint, so that the driver travels through Kokkos's constant
+// buffer whatever Kokkos's size threshold for kernel arguments: as a kernel argument the fused kernels' driver costs
+// them registers and stack (docs/performance.md, "Launch mechanics"). blocks_per_sm queries this kernel.
+template <class Policy, class Functor>
+void parallel_for_constant(const std::string& name, const Policy& policy, const Functor& functor) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (detail::hint_policy<Policy>()) {
+    Kokkos::parallel_for(name, detail::heavy_weight(policy), functor);
+    return;
+  }
+#endif
+  Kokkos::parallel_for(name, policy, functor);
 }
 
 template <class Policy, class Functor, class Result>

@@ -61,7 +61,8 @@ inline constexpr bool const_slots_compiled = [] {
   return false;
 }();
 
-// parallel_for of a fused kernel: through parallel_for_const_slots where LayerParams::const_slot_launch asks for it.
+// parallel_for of a fused kernel: through parallel_for_const_slots where LayerParams::const_slot_launch asks for it,
+// else through Kokkos's constant buffer (parallel_for_constant).
 template <class Kern, class Pol>
 void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
   if constexpr (const_slots_compiled<Kern, Pol>) {
@@ -70,7 +71,7 @@ void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
       return;
     }
   }
-  Kokkos::parallel_for(name, pol, kern);
+  parallel_for_constant(name, pol, kern);
 }
 
 // Policy P with pol's league, team and scratch, on execution-space instance `space`.
