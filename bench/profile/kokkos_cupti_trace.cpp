@@ -15,11 +15,16 @@
 //                    is not the real one (the durations are). Default 0: operations are named by their kernel
 //                    symbol, steps are found by the host's clock at each launch of `name`, and the host runs at
 //                    its normal speed.
+//   BM_TRACE_CALLERS 1: a memcpy that no Kokkos operation issued (a raw CUDA copy: no Kokkos label) is named by its
+//                    host call stack, "memcpy kind 2 128 B from f1 < f2 < ...", the functions resolved with addr2line.
+//                    Costs a stack walk per such copy only.
 // The table: the window's steps, the time per step, how much of it the GPU spent in some operation (the union over
 // streams) and idle; then per operation name its launches per step, mean duration, time per step and the GPU idle
 // time right before it (the GPU had nothing queued: the host was launching or waiting).
 #include <cupti.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -50,7 +55,9 @@ bool labels = false;
 std::string start_name;
 long start_count = 1;
 uint64_t next_id = 1;
-std::vector<uint64_t> open_ids;
+int open_ops = 0;  // Kokkos operations begun and not ended
+bool callers = false;
+std::unordered_map<uint32_t, std::vector<void*>> stack_of;  // CUDA correlation id -> host stack of a raw memcpy
 bool ok = false;
 
 #define BM_CUPTI(call)                                                                    \
@@ -121,7 +128,68 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
+// CUPTI API callback: the host stack of each memcpy call outside the Kokkos operations (runtime and driver API: the
+// activity record matches one of the two correlation ids).
+void CUPTIAPI api_called(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (open_ops > 0 || cb->callbackSite != CUPTI_API_ENTER || !cb->functionName ||
+      !std::strstr(cb->functionName, "emcpy"))
+    return;
+  std::vector<void*> frames(24);
+  frames.resize(size_t(backtrace(frames.data(), int(frames.size()))));
+  stack_of[cb->correlationId] = std::move(frames);
+}
+
+// "function < caller < ..." for a host stack: the frames outside CUDA, CUPTI and this library, resolved with addr2line
+// (for executables that export no symbols), at most six.
+std::string describe_stack(const std::vector<void*>& frames) {
+  static std::map<void*, std::string> cache;
+  Dl_info self{};
+  dladdr(reinterpret_cast<void*>(&describe_stack), &self);
+  std::string out;
+  int kept = 0;
+  for (void* pc : frames) {
+    Dl_info info{};
+    if (!dladdr(pc, &info) || !info.dli_fname) continue;
+    const std::string file = info.dli_fname;
+    if (info.dli_fbase == self.dli_fbase || file.find("libcu") != std::string::npos) continue;
+    auto hit = cache.find(pc);
+    if (hit == cache.end()) {
+      char cmd[1200];
+      // addr2line takes file addresses: the offset from the load base, except in a non-PIE executable (ELF type 2)
+      unsigned short elf_type = 3;
+      if (FILE* elf = std::fopen(info.dli_fname, "rb")) {
+        if (std::fseek(elf, 16, SEEK_SET) != 0 || std::fread(&elf_type, 2, 1, elf) != 1) elf_type = 3;
+        std::fclose(elf);
+      }
+      const auto base = elf_type == 2 ? 0ul : reinterpret_cast<unsigned long>(info.dli_fbase);
+      const auto offset = reinterpret_cast<unsigned long>(pc) - base - 1;  // (the call, not the return address)
+      std::snprintf(cmd, sizeof cmd, "addr2line -f -C -e '%s' 0x%lx 2>/dev/null", file.c_str(), offset);
+      std::string name;
+      if (FILE* p = popen(cmd, "r")) {
+        char line[1024];
+        if (std::fgets(line, sizeof line, p)) name = line;
+        pclose(p);
+      }
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      if (name.empty() || name == "??") name = file.substr(file.rfind('/') + 1) + "+" + std::to_string(offset);
+      const auto paren = name.find('(');  // drop the parameter list
+      if (paren != std::string::npos && paren > 0) name = name.substr(0, paren);
+      hit = cache.emplace(pc, name).first;
+    }
+    out += (kept ? " < " : "") + hit->second;
+    if (++kept == 6) break;
+  }
+  return out;
+}
+
 bool start_cupti() {
+  if (callers) {
+    CUpti_SubscriberHandle subscriber;
+    BM_CUPTI(cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(api_called), nullptr));
+    BM_CUPTI(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
+    BM_CUPTI(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
+  }
   BM_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   BM_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
@@ -143,8 +211,10 @@ void begin(const char* kind, const char* name, uint64_t* id) {
     step_ops.push_back(*id), step_host.push_back(t);
   }
   if (ok && labels) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, *id);
+  ++open_ops;
 }
 void end() {
+  --open_ops;
   uint64_t last = 0;
   if (ok && labels) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
@@ -154,13 +224,15 @@ struct Row {
   long calls = 0;
 };
 
-// Name of an activity: its Kokkos operation, else its own symbol.
+// Name of an activity: its Kokkos operation, else its own symbol (a raw memcpy: and its host call stack).
 std::string label(const Activity& a) {
   auto e = external_of.find(a.correlation);
   if (e != external_of.end()) {
     auto l = label_of.find(e->second);
     if (l != label_of.end()) return a.name.rfind("mem", 0) == 0 ? l->second + " (" + a.name + ")" : l->second;
   }
+  auto st = stack_of.find(a.correlation);
+  if (st != stack_of.end()) return a.name + " from " + describe_stack(st->second);
   return a.name;
 }
 
@@ -242,6 +314,8 @@ void kokkosp_init_library(int, uint64_t, uint32_t, void*) {
   }
   const char* l = std::getenv("BM_TRACE_LABELS");
   labels = l && std::strcmp(l, "1") == 0;
+  const char* c = std::getenv("BM_TRACE_CALLERS");
+  callers = c && std::strcmp(c, "1") == 0;
   ok = start_cupti();
 }
 void kokkosp_begin_parallel_for(const char* name, uint32_t, uint64_t* id) { begin("for", name, id); }

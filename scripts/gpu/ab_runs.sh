@@ -78,11 +78,12 @@ build_cupti_trace() {
 # TREE's water_fast.pt, precision mixed, newton off, 20 warm-up steps) under the library LIB from build_cupti_trace,
 # from the 23rd compute on (two set-ups + 20 warm-up steps + 1): PREFIX.txt (per kernel: launches, mean duration,
 # time per step, GPU idle before it), PREFIX.csv (every operation of the last step, in order), PREFIX.log. LABELS 1:
-# each operation named by its Kokkos operation (CUPTI's API records slow the host, so only the durations hold).
+# each operation named by its Kokkos operation and each raw CUDA copy by its host call stack (CUPTI's API records slow
+# the host, so only the durations hold).
 cupti_trace() {
   local repo
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-  KOKKOS_PROFILE_LIBRARY="$1" BM_TRACE_OUT="$4.txt" BM_TRACE_CSV="$4.csv" BM_TRACE_LABELS="${10}" \
+  KOKKOS_PROFILE_LIBRARY="$1" BM_TRACE_OUT="$4.txt" BM_TRACE_CSV="$4.csv" BM_TRACE_LABELS="${10}" BM_TRACE_CALLERS="${10}" \
     BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half \
     -in "$repo/bench/md/in.md_bench" -log "$4.log" -screen none \
     -var data "$repo/examples/lammps_inputs/water216/water216_start.lmp" -var pot "$3/potentials/water_fast.pt" \

@@ -95,7 +95,8 @@ fi
 if [ -n "${BATMOBILE_MD_TRACE:-}" ]; then
   # BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...": the GPU's own timeline of each case through CUPTI (cupti_trace in
   # ab_runs.sh): trace_<atoms>.* with the host at near its normal speed, trace_labels_<atoms>.* with each operation
-  # named by its Kokkos operation (the host slower: only the durations hold)
+  # named by its Kokkos operation and each raw CUDA copy by its host call stack (the host slower: only the durations
+  # hold)
   if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
     for c in $BATMOBILE_MD_TRACE; do
       IFS=: read -r n rx ry rz ns <<<"$c"
