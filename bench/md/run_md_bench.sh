@@ -27,6 +27,10 @@ DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 mkdir -p "$OUT"
 # 648 atoms in both precisions (fp32 five times); 10,368; 97,200; then ~1.05e6 atoms to show what fits on one GPU
 CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single:5 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
+for c in $CASES; do  # a malformed case would only show up as a failed run after the others
+  [[ $c =~ ^[0-9]+(:[0-9]+){4}:(single|mixed|double)(:[0-9]+)?$ ]] ||
+    { echo "run_md_bench.sh: case '$c' is not atoms:rx:ry:rz:steps:precision[:repeats] (precision single, mixed or double)" >&2; exit 2; }
+done
 GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
 PAIR_EXTRA=(); [ -n "${BATMOBILE_MD_PAIR_EXTRA:-}" ] && PAIR_EXTRA=(-var pair_extra "${BATMOBILE_MD_PAIR_EXTRA//,/ }")
