@@ -27,6 +27,20 @@
 namespace batmobile {
 namespace kernels {
 
+namespace detail {
+// Policies with Kokkos's launch hints (CUDA reads them; cuda_launch.hpp launches with them). Heavy-weight: the driver
+// goes through Kokkos's constant buffer whatever Kokkos's size threshold for kernel arguments; light-weight: a driver
+// of up to 4 KB goes as a kernel argument.
+template <class Policy>
+auto heavy_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintHeavyWeight);
+}
+template <class Policy>
+auto light_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
+}
+}  // namespace detail
+
 #ifdef KOKKOS_ENABLE_CUDA
 // Throws std::runtime_error "batmobile: WHAT: <CUDA error>" unless err is cudaSuccess (also lanes.hpp, cuda_launch.hpp).
 inline void check_cuda(cudaError_t err, const std::string& what) {
@@ -34,12 +48,6 @@ inline void check_cuda(cudaError_t err, const std::string& what) {
 }
 
 namespace detail {
-// Policy with Kokkos's heavy-weight hint: the driver goes through Kokkos's constant buffer whatever Kokkos's size
-// threshold for kernel arguments (parallel_for_constant, cuda_launch.hpp, launches with it).
-template <class Policy>
-auto heavy_weight(const Policy& policy) {
-  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintHeavyWeight);
-}
 // The kernel of Kokkos's launch of Functor with Policy through parallel_for_constant
 template <class Functor, class Policy>
 const void* kokkos_cuda_kernel() {

@@ -179,10 +179,6 @@ constexpr bool hint_policy() {
   return false;
 #endif
 }
-template <class Policy>
-auto light_weight(const Policy& policy) {
-  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
-}
 }  // namespace detail
 
 template <class Policy, class Functor>
@@ -198,13 +194,10 @@ void parallel_for_queued(const std::string& name, const Policy& policy, const Fu
 // them registers and stack (docs/performance.md, "Launch mechanics"). blocks_per_sm queries this kernel.
 template <class Policy, class Functor>
 void parallel_for_constant(const std::string& name, const Policy& policy, const Functor& functor) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (detail::hint_policy<Policy>()) {
+  if constexpr (detail::hint_policy<Policy>())
     Kokkos::parallel_for(name, detail::heavy_weight(policy), functor);
-    return;
-  }
-#endif
-  Kokkos::parallel_for(name, policy, functor);
+  else
+    Kokkos::parallel_for(name, policy, functor);
 }
 
 template <class Policy, class Functor, class Result>
