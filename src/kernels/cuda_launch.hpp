@@ -1,5 +1,6 @@
 // Our own CUDA launch of a Kokkos team-policy kernel: the functor in a constant-memory buffer of its own kernel, two
-// slots per kernel used in turn, so that the host waits only for the launch before the previous one of the same kernel.
+// slots per kernel used in turn, so that the host waits only for the launch before the previous one of the same kernel,
+// and copied there only when it changed.
 //
 // Why: Kokkos 3.4 launches a functor over 512 B (the fused interaction kernels' is ~1 KB) through one constant-memory
 // buffer shared by all kernels, and before each such launch the host waits (cudaEventSynchronize) until the previous
@@ -18,8 +19,10 @@
 //       dynamic shared memory and "prefer shared" cache preference as Kokkos's launch, on the policy's stream, with
 //       the Kokkos Tools hooks (profilers see the name). Anything else goes to Kokkos::parallel_for. Throws on a
 //       CUDA error or a functor over kConstSlotBytes.
+//       The driver is copied into a slot only where the slot does not hold the same bytes already.
 //   const_slot_kernels<Functor, Policy>()  its two kernels (for cudaFuncGetAttributes); {nullptr, nullptr}
 //       where it launches none.
+//   const_slot_copies()                  driver copies into slots so far (0 where none are launched)
 //   parallel_for_constant(name, policy, functor)  Kokkos::parallel_for; on CUDA with Kokkos's heavy-weight hint: the
 //       driver through Kokkos's constant buffer whatever Kokkos's size threshold (the fused kernels where
 //       parallel_for_const_slots does not take them)
@@ -37,6 +40,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <new>
@@ -52,6 +56,8 @@ namespace kernels {
 inline constexpr bool const_launch_available = true;
 inline constexpr size_t kConstSlotBytes = 4096;
 namespace detail {
+// driver copies into constant-memory slots so far (all kernels; one host thread launches)
+inline long const_slot_copy_count = 0;
 // one buffer of two slots per driver type (8-byte words)
 template <class Driver>
 __constant__ unsigned long long const_slots[2][(sizeof(Driver) + 7) / 8];
@@ -86,6 +92,8 @@ constexpr bool const_slots_policy() {
   return std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value && detail::is_team_policy<Policy>::value;
 }
 
+inline long const_slot_copies() { return detail::const_slot_copy_count; }
+
 template <class Functor, class Policy>
 std::pair<const void*, const void*> const_slot_kernels() {
   if constexpr (const_slots_policy<Policy>()) {
@@ -111,7 +119,8 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     // per driver type: the slot to use next, the event after each slot's last kernel, pinned staging per slot
     struct State {
       int next = 0;
-      bool held[2] = {false, false};  // staging[slot] holds a driver (kept until the slot's next use: the copy is async)
+      bool held[2] = {false, false};  // staging[slot] holds the driver last copied into the slot
+      cudaStream_t copied_on[2] = {nullptr, nullptr};  // the stream of that copy
       cudaEvent_t done[2];
       Driver* staging = nullptr;
       State() {
@@ -129,20 +138,33 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     Kokkos::Tools::Impl::begin_parallel_for(inner, functor, name, kpID);
     const int slot = st.next;
     st.next ^= 1;
-    // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
-    // staging driver, must be done before either is overwritten
-    check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
-    if (st.held[slot]) st.staging[slot].~Driver();  // (untracked Views: no reference counts change)
-    // as Kokkos::parallel_for: the driver's Views are untracked copies (no reference counts from the launch)
-    Kokkos::Impl::shared_allocation_tracking_disable();
-    new (&st.staging[slot]) Driver(functor, inner);
-    Kokkos::Impl::shared_allocation_tracking_enable();
-    st.held[slot] = true;
     const cudaStream_t stream = inner.space().cuda_stream();
-    check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
-                                          slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
-                                          stream),
-                  "const slots: copy of " + name);
+    // The driver, built in zeroed memory so that its bytes compare. The driver's Views are untracked copies, as in
+    // Kokkos::parallel_for (no reference counts from the launch), so its bytes can move without a constructor.
+    alignas(Driver) unsigned char built[sizeof(Driver)];
+    std::memset(built, 0, sizeof(Driver));
+    Kokkos::Impl::shared_allocation_tracking_disable();
+    new (built) Driver(functor, inner);
+    Kokkos::Impl::shared_allocation_tracking_enable();
+    // Where the slot already holds these bytes (the same Views and sizes as this kernel's launch before the previous
+    // one: most MD steps between re-neighbourings), the kernel reads the slot as it is. Each host-to-device copy costs
+    // the GPU ~10 us of switching between the copy and the kernels around it (docs/performance.md).
+    if (st.held[slot] && st.copied_on[slot] == stream && std::memcmp(built, &st.staging[slot], sizeof(Driver)) == 0) {
+      reinterpret_cast<Driver*>(built)->~Driver();
+    } else {
+      // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
+      // staging driver, must be done before either is overwritten
+      check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
+      if (st.held[slot]) st.staging[slot].~Driver();
+      std::memcpy(static_cast<void*>(&st.staging[slot]), built, sizeof(Driver));
+      st.held[slot] = true;
+      st.copied_on[slot] = stream;
+      check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
+                                         slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
+                                         stream),
+                 "const slots: copy of " + name);
+      ++detail::const_slot_copy_count;
+    }
     const size_t shmem = sizeof(double) * (size_t(team) + 2) + policy.scratch_size(0, team);
     if (policy.league_size() > 0) {
       const dim3 grid(unsigned(policy.league_size()), 1, 1), block(1, unsigned(team), 1);
@@ -160,6 +182,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
 }
 #else
 inline constexpr bool const_launch_available = false;
+inline long const_slot_copies() { return 0; }
 template <class Functor, class Policy>
 std::pair<const void*, const void*> const_slot_kernels() {
   return {nullptr, nullptr};

@@ -113,6 +113,46 @@ TEST(Interaction, ConstSlotLaunch) {
   check_against<L>(M, S, E, own);  // and against the reference and finite differences
 }
 
+namespace {
+// A kernel of parallel_for_const_slots's kind (team policy, explicit team size) that writes value + team index.
+struct SlotProbe {
+  Kokkos::View<long*, Dev> out;
+  long value = 0;  // (no padding in the functor: its bytes are all members)
+  KOKKOS_INLINE_FUNCTION void operator()(const Kokkos::TeamPolicy<Dev::execution_space>::member_type& m) const {
+    if (m.team_rank() == 0) out(m.league_rank()) = value + m.league_rank();
+  }
+};
+}  // namespace
+
+// parallel_for_const_slots copies a driver into its slot only where the slot does not hold the same bytes: the same
+// functor launched again and again costs one copy per slot, a changed one a copy into each slot as its turn comes,
+// and every launch computes with the functor it was given.
+TEST(Interaction, ConstSlotCopies) {
+  if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
+  constexpr int teams = 5;
+  Kokkos::View<long*, Dev> out("slot_probe_out", teams);
+  auto launch = [&](long value, long expected_copies) {
+    SCOPED_TRACE("value " + std::to_string(value));
+    const long before = const_slot_copies();
+    parallel_for_const_slots("slot_probe", Kokkos::TeamPolicy<Dev::execution_space>(teams, 32), SlotProbe{out, value});
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+    for (int n = 0; n < teams; ++n) EXPECT_EQ(h(n), value + n);
+    EXPECT_EQ(const_slot_copies() - before, expected_copies);
+  };
+  launch(1, 1);  // slot 0
+  launch(1, 1);  // slot 1
+  launch(1, 0);  // slot 0 holds these bytes
+  launch(1, 0);
+  launch(2, 1);  // slot 0 changes
+  launch(2, 1);  // slot 1 still holds value 1
+  launch(2, 0);
+  launch(1, 1);
+  Kokkos::View<long*, Dev> other("slot_probe_other", teams);  // another View: other bytes
+  out = other;
+  launch(1, 1);
+  launch(1, 1);
+}
+
 // LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
 // one prepare pass per radial chunk (basis_chunk = 1): the edge slots see the same edges in the same order.
 // Receivers with up to 89 candidate edges, some beyond r_c: several basis chunks of up to 64 edges, partial last
