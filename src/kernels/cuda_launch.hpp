@@ -23,6 +23,9 @@
 //   const_slot_kernels<Functor, Policy>()  its two kernels (for cudaFuncGetAttributes); {nullptr, nullptr}
 //       where it launches none.
 //   const_slot_copies()                  driver copies into slots so far (0 where none are launched)
+//   default_instance<Exec>()             the default instance of Exec, constructed once: launch the slot kernels on it
+//       (or on another instance that lives across launches). Each Kokkos::Cuda() carries a reference-count block of
+//       its own, and a policy on a fresh one gives a launch other driver bytes, so its driver would be copied again.
 //   parallel_for_constant(name, policy, functor)  Kokkos::parallel_for; on CUDA with Kokkos's heavy-weight hint: the
 //       driver through Kokkos's constant buffer whatever Kokkos's size threshold (the fused kernels where
 //       parallel_for_const_slots does not take them)
@@ -192,6 +195,12 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
   Kokkos::parallel_for(name, policy, functor);
 }
 #endif
+
+template <class Exec>
+const Exec& default_instance() {
+  static const Exec space;
+  return space;
+}
 
 namespace detail {
 template <class Policy>

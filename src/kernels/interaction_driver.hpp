@@ -154,7 +154,7 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   bind_layer(kern, g, prm, h, o, work);
   kern.m = m;
   with_atom_policy<Kern::template ForwardT>(kern, g.n_recv, false, team_size, [&](const auto& pol) {
-    launch_kernel("batmobile::interaction_fwd", kern, pol, exec());
+    launch_kernel("batmobile::interaction_fwd", kern, pol, default_instance<exec>());
   });
 }
 
@@ -196,8 +196,8 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     const bool concurrent = senders > 0 && own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
     if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
     if (concurrent) work.lanes->fork();
-    const exec first_space = concurrent ? work.lanes->lane(0) : exec();
-    const exec send_space = concurrent ? work.lanes->lane(1) : exec();
+    const exec& first_space = concurrent ? work.lanes->lane(0) : default_instance<exec>();
+    const exec& send_space = concurrent ? work.lanes->lane(1) : default_instance<exec>();
     with_atom_policy<Kern::template PairAdjT>(kern, g.n_recv, kPairScratch, team_size, [&](const auto& pol) {
       launch_kernel("batmobile::interaction_pair_adj", kern, pol, first_space);
     });

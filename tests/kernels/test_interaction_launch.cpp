@@ -125,16 +125,18 @@ struct SlotProbe {
 }  // namespace
 
 // parallel_for_const_slots copies a driver into its slot only where the slot does not hold the same bytes: the same
-// functor launched again and again costs one copy per slot, a changed one a copy into each slot as its turn comes,
-// and every launch computes with the functor it was given.
+// functor launched again and again (on default_instance) costs one copy per slot, a changed one a copy into each slot
+// as its turn comes, and every launch computes with the functor it was given.
 TEST(Interaction, ConstSlotCopies) {
+  using Exec = Dev::execution_space;
   if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
   constexpr int teams = 5;
   Kokkos::View<long*, Dev> out("slot_probe_out", teams);
   auto launch = [&](long value, long expected_copies) {
     SCOPED_TRACE("value " + std::to_string(value));
     const long before = const_slot_copies();
-    parallel_for_const_slots("slot_probe", Kokkos::TeamPolicy<Dev::execution_space>(teams, 32), SlotProbe{out, value});
+    parallel_for_const_slots("slot_probe", Kokkos::TeamPolicy<Exec>(default_instance<Exec>(), teams, 32),
+                             SlotProbe{out, value});
     const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
     for (int n = 0; n < teams; ++n) EXPECT_EQ(h(n), value + n);
     EXPECT_EQ(const_slot_copies() - before, expected_copies);
@@ -151,6 +153,54 @@ TEST(Interaction, ConstSlotCopies) {
   out = other;
   launch(1, 1);
   launch(1, 1);
+}
+
+// The fused forward and adjoints of a layer, called again with the same inputs and outputs (an MD step between
+// re-neighbourings), copy no driver into their constant-memory slots once both slots hold it: their policies are on
+// instances that live across calls (default_instance), whatever the host allocates between the calls. The results
+// stay bit for bit those of the first call.
+TEST(Interaction, FusedLaunchesReuseDrivers) {
+  if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
+  constexpr int L = 2;  // split_case's C = 8
+  const auto [M, S, E] = split_case(101);
+  const int K = num_sh(L), C = M.C;
+  std::vector<float> xt(S.x.begin(), S.x.end());
+  const auto g = make_graph<float, Dev>(xt, S.n_recv, S.recv, S.send);
+  auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
+                                              M.Wk);
+  prm.radial_mode = 2;  // as MD runs it: capped, through the slots
+  ASSERT_EQ(prm.const_slot_launch, 1);
+  auto upload = [&](const std::vector<double>& src, int n, const char* name) {
+    View3<float> v(std::string(name), n, K, C);
+    auto hm = Kokkos::create_mirror_view(v);
+    for (size_t i = 0; i < hm.size(); ++i) hm.data()[i] = float(src[i]);
+    Kokkos::deep_copy(v, hm);
+    return v;
+  };
+  const auto h = upload(S.h, S.n_total, "h"), gm = upload(E.gm, S.n_recv, "gm"), go = upload(E.go, S.n_recv, "go");
+  KernelRun<float> out;
+  out.m = View3<float>("m", S.n_recv, K, C);
+  out.o = View3<float>("o", S.n_recv, K, C);
+  out.gh = View3<float>("gh", S.n_total, K, C);
+  out.f = decltype(out.f)("f", S.n_total, 3);
+  out.vatom = decltype(out.f)("vatom", S.n_total, 6);
+  InteractionWork<float, Dev> work;
+  std::vector<Dev::execution_space> held;  // instances made between the calls take the freed heap blocks
+  std::vector<float> first_m;
+  for (int call = 0; call < 4; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    const long before = const_slot_copies();
+    fused_forward<float, L, RuntimeDims>(kGeneralLayer, g, prm, h, out, work, 64);
+    fused_backward<float, L, RuntimeDims>(kGeneralLayer, g, prm, h, gm, go, out, work, 64);
+    Kokkos::fence();
+    // the first two calls fill both slots of the forward, the pair adjoint and the sender adjoint
+    EXPECT_EQ(const_slot_copies() - before, call < 2 ? 3 : 0);
+    const auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out.m);
+    std::vector<float> mv(m.data(), m.data() + m.size());
+    if (call == 0) first_m = mv;
+    EXPECT_EQ(mv, first_m);
+    held.emplace_back();
+  }
 }
 
 // LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
