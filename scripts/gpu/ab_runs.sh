@@ -1,5 +1,5 @@
 # Sourced by md_ab.sh, warm_check.sh and compare_builds.sh: MD comparison runs in one device call, the MD benchmark in
-# the time a device call has left, and CUPTI timelines of MD runs.
+# the time a device call has left, the benchmark's command line for one GPU, and CUPTI timelines of MD runs.
 #   ab_runs "VAR=V[+VAR=V]:name ..." CASES TIMEOUT DIR
 # runs each entry on CASES (bench/md/run_md_bench.sh's atoms:rx:ry:rz:steps:precision list, no PyTorch reference)
 # in a process of its own with those variables set, into DIR/name (log DIR/name.log), at most TIMEOUT seconds each;
@@ -74,6 +74,17 @@ build_cupti_trace() {
     "$repo/bench/profile/kokkos_cupti_trace.cpp" -L"$cupti" -lcupti -Wl,-rpath,"$cupti" > "$1.log" 2>&1
 }
 
+# md_bench_args LOG POT RX RY RZ STEPS WARMUP PRECISION: the arguments of one run of the MD benchmark on one GPU
+# (bench/md/in.md_bench on water216 replicated RX x RY x RZ, batmobile/kk with potential POT, newton off, log LOG),
+# into the array MD_BENCH_ARGS: the command line that compare_builds.sh, md_ab.sh and cupti_trace share.
+md_bench_args() {
+  local repo
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  MD_BENCH_ARGS=(-k on g 1 -sf kk -pk kokkos newton on neigh half -in "$repo/bench/md/in.md_bench" -log "$1"
+    -screen none -var data "$repo/examples/lammps_inputs/water216/water216_start.lmp" -var pot "$2" -var rx "$3"
+    -var ry "$4" -var rz "$5" -var nsteps "$6" -var nwarm "$7" -var prec "$8" -var newton off)
+}
+
 # cupti_trace LIB LMP TREE PREFIX ATOMS RX RY RZ STEPS LABELS: the GPU's timeline of an MD run (bench/md/in.md_bench,
 # TREE's water_fast.pt, precision mixed, newton off, 20 warm-up steps) under the library LIB from build_cupti_trace,
 # from the 23rd compute on (two set-ups + 20 warm-up steps + 1): PREFIX.txt (per kernel: launches, mean duration,
@@ -81,11 +92,7 @@ build_cupti_trace() {
 # each operation named by its Kokkos operation and each raw CUDA copy by its host call stack (CUPTI's API records slow
 # the host, so only the durations hold).
 cupti_trace() {
-  local repo
-  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  md_bench_args "$4.log" "$3/potentials/water_fast.pt" "$6" "$7" "$8" "$9" 20 mixed
   KOKKOS_PROFILE_LIBRARY="$1" BM_TRACE_OUT="$4.txt" BM_TRACE_CSV="$4.csv" BM_TRACE_LABELS="${10}" BM_TRACE_CALLERS="${10}" \
-    BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half \
-    -in "$repo/bench/md/in.md_bench" -log "$4.log" -screen none \
-    -var data "$repo/examples/lammps_inputs/water216/water216_start.lmp" -var pot "$3/potentials/water_fast.pt" \
-    -var rx "$6" -var ry "$7" -var rz "$8" -var nsteps "$9" -var nwarm 20 -var prec mixed -var newton off
+    BM_TRACE_START=bm_kk_atoms:23 timeout 90 "$2" "${MD_BENCH_ARGS[@]}"
 }

@@ -23,6 +23,7 @@ NEW=$(cd "$(dirname "$0")/../.." && pwd)
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 source "$NEW/scripts/common.sh"
+source "$NEW/scripts/gpu/ab_runs.sh"
 trap 'pack_outdir "$OUT"' EXIT
 STATE=$BATMOBILE_CACHE/compare_builds
 mkdir -p "$STATE"
@@ -71,13 +72,11 @@ LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
 LMP_NEW=$(grep '^LMP=' "$STATE/new.env" | cut -d= -f2-)
 CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"}
 PREC=${BATMOBILE_COMPARE_PRECISION:-mixed}
-DATA=$NEW/examples/lammps_inputs/water216/water216_start.lmp
 export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
 md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION
-  timeout 240 "$2" -k on g 1 -sf kk -pk kokkos newton on neigh half -in "$NEW/bench/md/in.md_bench" -log "$1" \
-    -screen none -var data "$DATA" -var pot "$3/potentials/water_fast.pt" -var rx "$4" -var ry "$5" -var rz "$6" \
-    -var nsteps "$7" -var nwarm "$8" -var prec "$9" -var newton off
+  md_bench_args "$1" "$3/potentials/water_fast.pt" "$4" "$5" "$6" "$7" "$8" "$9"
+  timeout 240 "$2" "${MD_BENCH_ARGS[@]}"
 }
 run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run
   local log="$OUT/md_$1_$4_r$9.log" sps
@@ -113,7 +112,6 @@ for c in $CASES; do
   done
 done
 if [ -n "${BATMOBILE_COMPARE_TRACE:-}" ]; then
-  source "$NEW/scripts/gpu/ab_runs.sh"
   if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
     for c in $BATMOBILE_COMPARE_TRACE; do
       IFS=: read -r n rx ry rz ns labels <<<"$c"

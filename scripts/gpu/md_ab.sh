@@ -53,12 +53,10 @@ if [ -n "${BATMOBILE_MD_PROFILE:-}" ]; then
     # BATMOBILE_MD_PROFILE_HOST=1: also a host-clock profile (no events: BM_GPU_TIMER_HOST=1) into gpu_host_profile_<atoms>.txt
     for mode in event ${BATMOBILE_MD_PROFILE_HOST:+host}; do
       prof=gpu_profile_$n; [ "$mode" = host ] && prof=gpu_host_profile_$n
+      md_bench_args "$OUT/$prof.log" potentials/water_fast.pt "$rx" "$ry" "$rz" "$ns" 20 mixed
       KOKKOS_PROFILE_LIBRARY="$OUT/libbm_gpu_timer.so" BM_GPU_TIMER_OUT="$OUT/$prof.txt" \
         BM_GPU_TIMER_HOST=$([ "$mode" = host ] && echo 1 || echo 0) \
-        BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" -k on g 1 -sf kk -pk kokkos newton on neigh half \
-        -in bench/md/in.md_bench -log "$OUT/$prof.log" -screen none \
-        -var data examples/lammps_inputs/water216/water216_start.lmp -var pot potentials/water_fast.pt \
-        -var rx "$rx" -var ry "$ry" -var rz "$rz" -var nsteps "$ns" -var nwarm 20 -var prec mixed -var newton off
+        BM_GPU_TIMER_START=bm_kk_atoms:23 timeout 60 "$LMP" "${MD_BENCH_ARGS[@]}"
       say "profile ($mode) $n atoms: $(grep "Loop time" "$OUT/$prof.log" | tail -n1)"
       head -n 4 "$OUT/$prof.txt" 2>/dev/null
     done
