@@ -150,8 +150,8 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     new (built) Driver(functor, inner);
     Kokkos::Impl::shared_allocation_tracking_enable();
     // Where the slot already holds these bytes (the same Views and sizes as this kernel's launch before the previous
-    // one: most MD steps between re-neighbourings), the kernel reads the slot as it is. Each host-to-device copy costs
-    // the GPU ~10 us of switching between the copy and the kernels around it (docs/performance.md).
+    // one: most MD steps between re-neighbourings), the kernel reads the slot as it is: a host-to-device copy between
+    // two kernels leaves the GPU idle on both sides of it (figures in docs/performance.md).
     if (st.held[slot] && st.copied_on[slot] == stream && std::memcmp(built, &st.staging[slot], sizeof(Driver)) == 0) {
       reinterpret_cast<Driver*>(built)->~Driver();
     } else {
