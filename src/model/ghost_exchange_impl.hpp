@@ -1,5 +1,6 @@
 // IndexMapGhostExchange (model.hpp): the stand-alone exchange for periodic images.
 #pragma once
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -8,28 +9,44 @@
 namespace batmobile {
 
 template <class T, class ExecSpace>
-IndexMapGhostExchange<T, ExecSpace>::IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner)
-    : n_local_(n_local) {
+IndexMapGhostExchange<T, ExecSpace>::IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner) {
+  update(n_local, ghost_owner);
+}
+
+// The packed array is [owner (ng) | offsets (n_local + 1) | list (ng)]. The GPU's work queued before the upload
+// still reads the old map, so the upload is queued behind it rather than waited for; the staging is rewritten only
+// once its last upload has run (long since, at the next re-neighbouring). Both arrays grow by a fifth beyond the
+// need, so that the ghost count's small changes between re-neighbourings allocate nothing.
+template <class T, class ExecSpace>
+void IndexMapGhostExchange<T, ExecSpace>::update(int n_local, const std::vector<int>& ghost_owner) {
   const int ng = static_cast<int>(ghost_owner.size());
-  owner_ = Kokkos::View<int*, ExecSpace>("ghost_owner", ng);
-  auto h_owner = Kokkos::create_mirror_view(owner_);
-  std::vector<int> count(n_local + 1, 0);
-  for (int g = 0; g < ng; ++g) {
+  for (int g = 0; g < ng; ++g)
     if (ghost_owner[g] < 0 || ghost_owner[g] >= n_local) throw std::runtime_error("ghost owner out of range");
-    h_owner(g) = ghost_owner[g];
-    ++count[ghost_owner[g] + 1];
+  const size_t size = 2 * static_cast<size_t>(ng) + n_local + 1;
+  const size_t capacity = size + size / 5 + 16;
+  uploaded_.wait();
+  if (staging_.extent(0) < size) staging_ = decltype(staging_)("bm_image_map_staging", capacity);
+  if (packed_.extent(0) < size) packed_ = decltype(packed_)("bm_image_map", capacity);
+  int* owner = staging_.data();
+  int* offsets = owner + ng;
+  int* list = offsets + n_local + 1;
+  std::fill(offsets, offsets + n_local + 1, 0);
+  for (int g = 0; g < ng; ++g) {
+    owner[g] = ghost_owner[g];
+    ++offsets[ghost_owner[g] + 1];
   }
-  for (int i = 0; i < n_local; ++i) count[i + 1] += count[i];
-  ghost_offsets_ = Kokkos::View<int*, ExecSpace>("ghost_offsets", n_local + 1);
-  ghost_list_ = Kokkos::View<int*, ExecSpace>("ghost_list", ng);
-  auto h_off = Kokkos::create_mirror_view(ghost_offsets_);
-  auto h_list = Kokkos::create_mirror_view(ghost_list_);
-  std::vector<int> fill(count.begin(), count.end() - 1);
-  for (int i = 0; i <= n_local; ++i) h_off(i) = count[i];
-  for (int g = 0; g < ng; ++g) h_list(fill[ghost_owner[g]]++) = g;
-  Kokkos::deep_copy(owner_, h_owner);
-  Kokkos::deep_copy(ghost_offsets_, h_off);
-  Kokkos::deep_copy(ghost_list_, h_list);
+  for (int i = 0; i < n_local; ++i) offsets[i + 1] += offsets[i];
+  std::vector<int> fill(offsets, offsets + n_local);
+  for (int g = 0; g < ng; ++g) list[fill[ghost_owner[g]]++] = g;
+  const auto part = [&](auto view, size_t begin, size_t end) {
+    return Kokkos::subview(view, Kokkos::make_pair(begin, end));
+  };
+  Kokkos::deep_copy(ExecSpace(), part(packed_, 0, size), part(staging_, 0, size));
+  uploaded_.record();
+  n_local_ = n_local;
+  owner_ = part(packed_, 0, ng);
+  ghost_offsets_ = part(packed_, ng, ng + n_local + 1);
+  ghost_list_ = part(packed_, ng + n_local + 1, size);
 }
 
 // Row-copy kernels over flat (row, feature) indices so that neighbouring GPU threads touch neighbouring features.

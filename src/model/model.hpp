@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/stream_event.hpp"
 #include "model/model_file.hpp"
 #include "model/model_options.hpp"
 
@@ -29,6 +30,13 @@ class GhostExchange {
   // Where every ghost is a periodic image of a local atom (one rank): the local atom of each ghost (n_all - n_local
   // entries), so that the model groups sender lists by it; else empty (several ranks).
   virtual Kokkos::View<const int*, ExecSpace> image_owners() const { return {}; }
+  // The same relation from the owners' side: the ghosts of local atom i are n_local + ghosts(q) for offsets(i) <= q <
+  // offsets(i + 1) (offsets: n_local + 1 entries). A kernel that writes an owner's row then writes its images' rows
+  // too, and forward() is not needed after it. Empty where image_owners() is.
+  struct ImageLists {
+    Kokkos::View<const int*, ExecSpace> offsets, ghosts;
+  };
+  virtual ImageLists image_lists() const { return {}; }
 };
 
 // Stand-alone exchange for periodic images: ghost g (index n_local + g) is a copy of owner[g].
@@ -37,14 +45,22 @@ class IndexMapGhostExchange : public GhostExchange<T, ExecSpace> {
  public:
   using typename GhostExchange<T, ExecSpace>::FeatureView;
   IndexMapGhostExchange(int n_local, const std::vector<int>& ghost_owner);
+  // A new map (after re-neighbouring): its upload is queued behind the work already queued, which still reads the
+  // old one; nothing is allocated unless the map outgrows its arrays. Throws on an owner outside [0, n_local).
+  void update(int n_local, const std::vector<int>& ghost_owner);
   void forward(FeatureView h) override;
   void reverse(FeatureView dh) override;
   Kokkos::View<const int*, ExecSpace> image_owners() const override { return owner_; }
+  typename GhostExchange<T, ExecSpace>::ImageLists image_lists() const override { return {ghost_offsets_, ghost_list_}; }
 
  private:
-  int n_local_;
+  int n_local_ = 0;
   Kokkos::View<int*, ExecSpace> owner_;
   Kokkos::View<int*, ExecSpace> ghost_offsets_, ghost_list_;  // owner -> its ghosts (CSR), deterministic reverse
+  // the three above as parts of one array, uploaded in one copy from host staging (pinned on GPUs)
+  Kokkos::View<int*, ExecSpace> packed_;
+  Kokkos::View<int*, typename kernels::PinnedHostSpace<ExecSpace>::type> staging_;
+  kernels::StreamEvent<ExecSpace> uploaded_;  // the last upload from staging_
 };
 
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>

@@ -94,6 +94,11 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
     if (step.image_owner.extent(0) != static_cast<size_t>(na - nl)) step.image_owner = {};
   }
   n_send_ = step.image_owner.extent(0) > 0 ? nl : -1;
+  if (exchange && na > nl) {
+    const auto lists = exchange->image_lists();
+    if (lists.offsets.extent(0) == static_cast<size_t>(nl + 1) && lists.ghosts.extent(0) == static_cast<size_t>(na - nl))
+      step.image_offsets = lists.offsets, step.image_ghosts = lists.ghosts;
+  }
   // The sender-grouped edge lists are read by the reference adjoint and by the fused sender adjoint, which runs for
   // ghosts that are not images of local atoms (several ranks) only: the pair adjoint finds each reverse edge through
   // the image owners. They are built as well where the caller does not vouch for the sender indices, for the range
@@ -168,10 +173,14 @@ void Model<T, ExecSpace>::forward_layer(int t, const Step& step, GhostExchange<T
     model_detail::reference_forward_layer(data_, step, layer);
   // degrees the update computes: all, or l = 0 alone for the last layer (FusedState::update_lmax)
   const int lmax = step.fused ? fused_->update_lmax(t, data_.T_layers, data_.L) : data_.L;
-  model_detail::node_forward(data_, step, layer, h_[t + 1], lmax, readout);
   // Ghost features of the last layer's output are never read (the readout is per local atom), so the
-  // exchange after it is skipped. Every rank takes the same branch: the LAMMPS exchange is collective.
-  if (exchange && t + 1 < data_.T_layers) exchange->forward(h_[t + 1]);
+  // exchange after it is skipped. Every rank takes the same branch: the LAMMPS exchange is collective. Where the
+  // exchange names each atom's periodic images and the update writes whole rows, the node kernel writes the images'
+  // rows as it writes their atom's (one launch less).
+  const bool exchange_due = exchange && t + 1 < data_.T_layers;
+  const bool images_in_node = exchange_due && lmax == data_.L && step.image_offsets.extent(0) > 0;
+  model_detail::node_forward(data_, step, layer, h_[t + 1], lmax, readout, images_in_node);
+  if (exchange_due && !images_in_node) exchange->forward(h_[t + 1]);
 }
 
 template <class T, class ExecSpace>

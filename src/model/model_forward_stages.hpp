@@ -121,10 +121,12 @@ KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelDat
 // before the update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose
 // m, o, activations and updates live in team scratch ([feature][atom], block_row), instead of once per atom, each
 // with the latency of its own load. Lt: the highest degree it computes (FusedState::update_lmax). readout (the last
-// layer's call; else null): the readout of the block's atoms follows in the same kernel (block_readout).
+// layer's call; else null): the readout of the block's atoms follows in the same kernel (block_readout). write_images:
+// each atom's output row is written to its periodic images' rows as well (Step::image_offsets, image_ghosts).
 template <class T, class ExecSpace>
 void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
-                  const Rows<T, ExecSpace>& h_next, int Lt, const ReadoutViews<T, ExecSpace>* readout) {
+                  const Rows<T, ExecSpace>& h_next, int Lt, const ReadoutViews<T, ExecSpace>* readout,
+                  bool write_images = false) {
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const int nl = step.nl, block_atoms = step.block_atoms, C = md.C, L = md.L, KC = md.K * C, gate_rows = step.gate_rows;
   const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C, weights = layer.weights, mo_rows = node_mo_rows(md);
@@ -132,6 +134,7 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
   auto h = layer.h, hn = h_next, mv = layer.m, ov = layer.o, zv = layer.z, h_update = layer.hp, gate_pre = layer.gate,
        rms_norm = layer.rms;
   auto species = step.graph.species;
+  auto image_off = step.image_offsets, image_ghost = step.image_ghosts;
   const bool with_readout = readout != nullptr;
   const ReadoutViews<T, ExecSpace> ro = with_readout ? *readout : ReadoutViews<T, ExecSpace>{};
   kernels::parallel_for_queued(
@@ -209,6 +212,8 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           const int a = n / KCt, x_ = n % KCt, l = degree_of(x_ / C);
           const T v = hps[x_ * NA + a] * w[md.o_gn[l] + x_ % C] / rs[l * NA + a];
           hn(i0 + a, x_) = v;
+          if (write_images)
+            for (int q = image_off(i0 + a); q < image_off(i0 + a + 1); ++q) hn(nl + image_ghost(q), x_) = v;
           if (with_readout && x_ < C) act[x_ * NA + a] = v;
         });
         if (!with_readout) return;

@@ -31,6 +31,9 @@ struct Step {
   bool offsets_zeroed_early = false;
   Graph<ExecSpace> graph;
   Kokkos::View<const int*, ExecSpace> image_owner;  // each ghost's local atom where the exchange names it, else empty
+  // each local atom's images (GhostExchange::image_lists) where the exchange names them, else empty: the node forward
+  // then writes the images' rows itself
+  Kokkos::View<const int*, ExecSpace> image_offsets, image_ghosts;
   Kokkos::View<int*, ExecSpace> edge_receiver, send_offsets, send_edges;  // sender-grouped edge lists
   // Node (per-atom) kernels: a team per block of block_atoms atoms (<= kNodeAtoms), node_team threads over its
   // (component, channel) items, node_scratch bytes of team scratch (the block's rows, kNodeAtoms wide, [feature][atom],

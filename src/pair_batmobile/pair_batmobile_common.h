@@ -75,6 +75,17 @@ inline std::vector<int> image_owners(const Atom *atom, int nlocal, int nall, Err
   return owner;
 }
 
+// The periodic-image exchange of this step's ghost owners (image_owners): the existing one updated in place (its
+// arrays reused, its upload queued), else a new one. ExchangeT: an IndexMapGhostExchange.
+template <class ExchangeT>
+void set_image_exchange(std::unique_ptr<ExchangeT> &images, int nlocal, const std::vector<int> &owner)
+{
+  if (images)
+    images->update(nlocal, owner);
+  else
+    images = std::make_unique<ExchangeT>(nlocal, owner);
+}
+
 // f(model, exchange) with the model (a pointer, null before it is built) and the ghost-exchange set of the chosen
 // precision; returns what f returns. ImplT as run_model's.
 template <class ImplT, class F>

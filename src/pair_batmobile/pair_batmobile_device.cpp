@@ -162,14 +162,18 @@ void PairBatmobile::upload_device_neighbors(int nlocal, int nall)
   if (D.graph.senders.extent(0) < static_cast<size_t>(c.n_candidates))
     D.graph.senders = decltype(D.graph.senders)("bm_senders", grow(c.n_candidates));
   if (D.count.extent(0) < static_cast<size_t>(nlocal + 1)) D.count = decltype(D.count)("bm_count", grow(nlocal + 1));
-  D.exchange_d.images.reset();
-  D.exchange_f.images.reset();
   if (comm->nprocs == 1) {
     const std::vector<int> owner = batmobile_pair::image_owners(atom, nlocal, nall, error, style_label());
-    if (single_precision)
-      D.exchange_f.images = std::make_unique<batmobile::IndexMapGhostExchange<float, DevExec>>(nlocal, owner);
-    else
-      D.exchange_d.images = std::make_unique<batmobile::IndexMapGhostExchange<double, DevExec>>(nlocal, owner);
+    if (single_precision) {
+      batmobile_pair::set_image_exchange(D.exchange_f.images, nlocal, owner);
+      D.exchange_d.images.reset();
+    } else {
+      batmobile_pair::set_image_exchange(D.exchange_d.images, nlocal, owner);
+      D.exchange_f.images.reset();
+    }
+  } else {
+    D.exchange_d.images.reset();
+    D.exchange_f.images.reset();
   }
   D.exchange_d.active = D.exchange_d.images ? (batmobile::GhostExchange<double, DevExec> *) D.exchange_d.images.get()
                                             : D.exchange_d.lammps.get();

@@ -141,9 +141,9 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   batmobile::Results<Exec> member_results;
   Kokkos::View<double *[3], Kokkos::LayoutRight, Exec> first_forces;
   Kokkos::View<int *, Exec> type_species, count;
-  // the edge list's closest squared distance and edge count, in device memory: the host reads both in one copy
-  Kokkos::View<double[2], Exec> edge_stats;
-  // distance_check deferred (the GPU default): the host does not wait for that copy (the wait empties the GPU's
+  // the edge list's closest squared distance and edge count, written by the count's reduction and the scan straight
+  // into stats_readback's host buffer (pinned memory on GPUs: no copy to queue or wait for).
+  // distance_check deferred (the GPU default): the host does not wait for the values (the wait empties the GPU's
   // queue every step); the edge arrays are sized by the neighbour list's capacity and the closest distance is
   // checked one compute() later, or at the end of this one where the host waits anyway (energy or virial wanted,
   // last step of a run). immediate (the host default: no queue to keep) reads it at once.
@@ -431,13 +431,13 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
   // edges: count per receiver, scan, fill (pair_batmobile_kokkos_edges.h), I.graph_team threads per local atom
   const batmobile_kk::EdgeFilter<decltype(x), decltype(gs), decltype(d_neighbors)> keep{x, gs, d_neighbors, rcsq,
                                                                                       NEIGHMASK};
-  // The reduction and the scan go into device memory, and one copy brings the closest distance and the edge count
-  // back (a reduction into a host value and a scan with a total would each make the host wait). Where the check is
-  // deferred the host does not wait for that copy: the sender array is sized by the neighbour list's capacity.
-  if (!I.edge_stats.data()) I.edge_stats = decltype(I.edge_stats)("bm_edge_stats");
-  auto stats = I.edge_stats;
-  using MemSpace = typename Exec::memory_space;
-  const Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> closest_d(stats.data());
+  // The reduction and the scan write the closest distance and the edge count into host-readable memory (pinned on
+  // GPUs): a reduction into a host value and a scan with a total would each make the host wait, and a copy of them
+  // would idle the GPU around it. Where the check is deferred the host does not wait for them: the sender array is
+  // sized by the neighbour list's capacity.
+  auto stats = I.stats_readback.target();
+  const Kokkos::View<double, typename decltype(stats)::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      closest_d(stats.data());
   batmobile_kk::count_edges<Exec>(inum, I.graph_team, keep, d_ilist, d_numneigh, count, closest_d);
   auto roff = g.recv_offsets;
   Kokkos::parallel_scan(
@@ -448,7 +448,7 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
           if (i == nlocal) stats(1) = acc;
         }
       });
-  I.stats_readback.start(stats);
+  I.stats_readback.mark();
   I.stats_step = update->ntimestep;
   I.stats_has_atoms = nlocal > 0;
   // (when the check runs depends on settings every rank shares, never on this rank's sizes: it is collective)
@@ -555,11 +555,10 @@ void PairBatmobileKokkos<DeviceType>::update_image_exchange(int nlocal, int nall
     return;
   atomKK->sync(Host, TAG_MASK);
   const std::vector<int> owner = batmobile_pair::image_owners(atom, nlocal, nall, error, style_label());
-  using Exec = typename KKImpl::Exec;
   if (single_precision)
-    I.exchange_f.images = std::make_unique<batmobile::IndexMapGhostExchange<float, Exec>>(nlocal, owner);
+    batmobile_pair::set_image_exchange(I.exchange_f.images, nlocal, owner);
   else
-    I.exchange_d.images = std::make_unique<batmobile::IndexMapGhostExchange<double, Exec>>(nlocal, owner);
+    batmobile_pair::set_image_exchange(I.exchange_d.images, nlocal, owner);
   I.images_nlocal = nlocal;
   I.images_nall = nall;
 }

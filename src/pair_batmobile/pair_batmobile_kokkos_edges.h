@@ -33,11 +33,11 @@ struct EdgeFilter {
 };
 
 // count(i + 1) = the kept neighbours of each model atom i = ilist(ii), ii < inum (other rows untouched); the
-// closest kept r^2 reduced into `closest` (device memory: the host does not wait).
+// closest kept r^2 reduced into `closest` (a View the kernel writes: the host does not wait).
 template <class Exec, class Filter, class IList, class NumNeigh, class Count, class Closest>
 void count_edges(int inum, int team, const Filter &keep, const IList &ilist, const NumNeigh &numneigh,
                  const Count &count, const Closest &closest) {
-  using MemSpace = typename Exec::memory_space;
+  using MemSpace = typename Closest::memory_space;
   const auto species = keep.species;
   if (team == 1) {
     Kokkos::parallel_reduce(

@@ -46,6 +46,21 @@ class UnnamedImagesExchange : public GhostExchange<T, Exec> {
   IndexMapGhostExchange<T, Exec> images_;
 };
 
+// The periodic-image exchange naming the ghosts' image owners but not each atom's images (GhostExchange::image_lists):
+// the model then copies the ghost rows with forward() instead of writing them in the node kernel.
+template <class T>
+class OwnersOnlyExchange : public GhostExchange<T, Exec> {
+ public:
+  using typename GhostExchange<T, Exec>::FeatureView;
+  OwnersOnlyExchange(int n_local, const std::vector<int>& ghost_owner) : images_(n_local, ghost_owner) {}
+  void forward(FeatureView h) override { images_.forward(h); }
+  void reverse(FeatureView dh) override { images_.reverse(dh); }
+  Kokkos::View<const int*, Exec> image_owners() const override { return images_.image_owners(); }
+
+ private:
+  IndexMapGhostExchange<T, Exec> images_;
+};
+
 struct Reference {
   std::map<std::string, std::vector<double>> v;
   std::vector<double> pos, cell;
@@ -80,20 +95,23 @@ struct Evaluation {
 
 // want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges);
 // name_images: the exchange names the ghosts' image owners (default: unless the suite runs --ungrouped-senders);
-// in_range: the graph vouches for its sender indices (Graph::senders_in_range, as LAMMPS's neighbour lists do).
+// in_range: the graph vouches for its sender indices (Graph::senders_in_range, as LAMMPS's neighbour lists do);
+// list_images: a naming exchange also lists each atom's images (GhostExchange::image_lists).
 template <class T>
 static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
                            const std::vector<double>& cell, const bool* pbc, bool want = true,
                            bool edges_known = false, std::optional<bool> name_images = std::nullopt,
-                           bool in_range = false) {
+                           bool in_range = false, bool list_images = true) {
   HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
   Graph<Exec> g = upload_graph<Exec>(hg);
   if (edges_known) g.n_edges = int(hg.senders.size());
   g.senders_in_range = in_range;
   IndexMapGhostExchange<T, Exec> named(hg.n_local, hg.ghost_owner);
   UnnamedImagesExchange<T> unnamed(hg.n_local, hg.ghost_owner);
-  GhostExchange<T, Exec>& exchange =
-      name_images.value_or(!g_ungrouped_senders) ? static_cast<GhostExchange<T, Exec>&>(named) : unnamed;
+  OwnersOnlyExchange<T> owners_only(hg.n_local, hg.ghost_owner);
+  GhostExchange<T, Exec>& exchange = !name_images.value_or(!g_ungrouped_senders)
+                                         ? static_cast<GhostExchange<T, Exec>&>(unnamed)
+                                         : list_images ? static_cast<GhostExchange<T, Exec>&>(named) : owners_only;
   Results<Exec> res;
   res.want_energy = res.want_virial = want;
   res.f = decltype(res.f)("f", hg.n_all);
@@ -663,24 +681,30 @@ TEST(ModelExchange, GroupSenders) {
   EXPECT_EQ(c.ghost_abs, b.ghost_abs);
 }
 
-// Launches whose kernel name starts with "bm_csr" (the sender-list build, sender_csr.hpp), counted through the Kokkos
-// tools callbacks while fn runs.
-static int g_csr_launches = 0;
-static void count_csr_launch(const char* name, uint32_t, uint64_t*) {
-  if (std::string(name).rfind("bm_csr", 0) == 0) ++g_csr_launches;
+// Launches whose kernel name starts with g_launch_prefix, counted through the Kokkos tools callbacks while fn runs.
+static int g_launches = 0;
+static std::string g_launch_prefix;
+static void count_launch(const char* name, uint32_t, uint64_t*) {
+  if (std::string(name).rfind(g_launch_prefix, 0) == 0) ++g_launches;
 }
 template <class Fn>
-static int csr_launches_during(Fn fn) {
+static int launches_during(const std::string& prefix, Fn fn) {
   namespace KT = Kokkos::Tools::Experimental;
-  g_csr_launches = 0;
-  KT::set_begin_parallel_for_callback(count_csr_launch);
-  KT::set_begin_parallel_reduce_callback(count_csr_launch);
-  KT::set_begin_parallel_scan_callback(count_csr_launch);
+  g_launches = 0;
+  g_launch_prefix = prefix;
+  KT::set_begin_parallel_for_callback(count_launch);
+  KT::set_begin_parallel_reduce_callback(count_launch);
+  KT::set_begin_parallel_scan_callback(count_launch);
   fn();
   KT::set_begin_parallel_for_callback(nullptr);
   KT::set_begin_parallel_reduce_callback(nullptr);
   KT::set_begin_parallel_scan_callback(nullptr);
-  return g_csr_launches;
+  return g_launches;
+}
+// the sender-list build (sender_csr.hpp)
+template <class Fn>
+static int csr_launches_during(Fn fn) {
+  return launches_during("bm_csr", fn);
 }
 
 // The sender-grouped edge lists are built only where something reads them: not for the fused pair adjoint with
@@ -715,6 +739,88 @@ TEST(ModelExchange, SenderListsOnlyWhereRead) {
   Model<double, Exec> reference(load(), EdgeBackend::Reference, g_options);
   EXPECT_GT(
       csr_launches_during([&] { evaluate(reference, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }), 0);
+}
+
+// IndexMapGhostExchange::update: forward copies each owner's row into its ghosts' rows, reverse folds the ghost rows
+// onto their owners and zeroes them, and image_lists inverts image_owners, for a first map, a smaller one (arrays
+// reused) and a larger one (arrays grown), against a loop on the host.
+TEST(ModelExchange, ImageMapUpdate) {
+  IndexMapGhostExchange<double, Exec> images(3, {2, 0, 2});
+  auto check = [&](int nl, const std::vector<int>& owner) {
+    const int ng = int(owner.size()), na = nl + ng, width = 5;
+    Kokkos::View<double**, Kokkos::LayoutRight, Exec> h("h", na, width);
+    auto hh = Kokkos::create_mirror_view(h);
+    for (int n = 0; n < na; ++n)
+      for (int x = 0; x < width; ++x) hh(n, x) = 100.0 * n + x + 1;
+    Kokkos::deep_copy(h, hh);
+    images.forward(h);
+    auto fwd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), h);
+    for (int n = 0; n < na; ++n)
+      for (int x = 0; x < width; ++x) EXPECT_EQ(fwd(n, x), hh(n < nl ? n : owner[n - nl], x)) << n << " " << x;
+    Kokkos::deep_copy(h, hh);
+    images.reverse(h);
+    auto rev = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), h);
+    std::vector<double> expect(na * width);
+    for (int n = 0; n < na; ++n)
+      for (int x = 0; x < width; ++x) expect[(n < nl ? n : owner[n - nl]) * width + x] += hh(n, x);
+    for (int n = 0; n < na; ++n)
+      for (int x = 0; x < width; ++x) EXPECT_EQ(rev(n, x), n < nl ? expect[n * width + x] : 0.0) << n << " " << x;
+    auto owners = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), images.image_owners());
+    ASSERT_EQ(int(owners.extent(0)), ng);
+    const auto lists = images.image_lists();
+    auto off = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.offsets);
+    auto ghosts = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.ghosts);
+    ASSERT_EQ(int(off.extent(0)), nl + 1);
+    ASSERT_EQ(int(ghosts.extent(0)), ng);
+    std::vector<int> seen(ng, 0);
+    for (int i = 0; i < nl; ++i)
+      for (int q = off(i); q < off(i + 1); ++q) {
+        EXPECT_EQ(owner[ghosts(q)], i);
+        ++seen[ghosts(q)];
+      }
+    for (int g = 0; g < ng; ++g) {
+      EXPECT_EQ(owners(g), owner[g]);
+      EXPECT_EQ(seen[g], 1);
+    }
+  };
+  check(3, {2, 0, 2});
+  images.update(2, {1});
+  check(2, {1});
+  std::vector<int> many;
+  for (int g = 0; g < 300; ++g) many.push_back((g * 7) % 40);
+  images.update(40, many);
+  check(40, many);
+  images.update(1, {});
+  check(1, {});
+  EXPECT_THROW(images.update(2, {0, 2}), std::runtime_error);
+}
+
+// Where the exchange lists each atom's periodic images, the node forward writes the images' rows and no ghost copy
+// runs; the results are those of the copy, bit for bit, for both backends and precisions, and for three layers.
+TEST(ModelExchange, NodeForwardWritesImages) {
+  Reference r = read_reference("periodic");
+  auto expect_same = [&](auto zero, EdgeBackend backend, const std::string& file) {
+    using T = decltype(zero);
+    Model<T, Exec> listed(load(file), backend, g_options), copied(load(file), backend, g_options);
+    const int layers = listed.hyper().T;
+    Evaluation a, b;
+    EXPECT_EQ(launches_during("bm_ghost_forward",
+                              [&] { a = evaluate(listed, r.pos, r.species, r.cell, r.pbc, true, false, true); }),
+              0);
+    EXPECT_EQ(launches_during("bm_ghost_forward", [&] {
+                b = evaluate(copied, r.pos, r.species, r.cell, r.pbc, true, false, true, false, false);
+              }),
+              layers - 1);
+    EXPECT_EQ(a.energy, b.energy);
+    EXPECT_EQ(a.forces, b.forces);
+    EXPECT_EQ(a.eatom, b.eatom);
+    EXPECT_EQ(a.vatom, b.vatom);
+    for (int v = 0; v < 6; ++v) EXPECT_EQ(a.virial[v], b.virial[v]);
+  };
+  expect_same(0.0, EdgeBackend::Fused, "model_double.pt");
+  expect_same(0.0f, EdgeBackend::Fused, "model_double.pt");
+  expect_same(0.0, EdgeBackend::Reference, "model_double.pt");
+  expect_same(0.0, EdgeBackend::Fused, "model_t3_double.pt");
 }
 
 static void expect_load_error(const std::string& file, const std::string& fragment) {
