@@ -25,8 +25,9 @@ LMP=$1; POT=$2; OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 DATA=$ROOT/examples/lammps_inputs/water216/water216_start.lmp
 mkdir -p "$OUT"
-# 648 atoms in both precisions (fp32 five times); 10,368; 97,200; then ~1.05e6 atoms to show what fits on one GPU
-CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:1000:single:5 648:1:1:1:500:double 10368:2:2:4:200:single 97200:5:5:6:30:single 1049760:15:12:9:3:single"}
+# 648 atoms in the GPU default precision (mixed, three times) and in fp64; 10,368; 97,200; then ~1.05e6 atoms to show
+# what fits on one GPU
+CASES=${BATMOBILE_MD_CASES:-"648:1:1:1:2000:mixed:3 648:1:1:1:500:double 10368:2:2:4:200:mixed 97200:5:5:6:30:mixed 1049760:15:12:9:3:mixed"}
 for c in $CASES; do  # a malformed case would only show up as a failed run after the others
   [[ $c =~ ^[0-9]+(:[0-9]+){4}:(single|mixed|double)(:[0-9]+)?$ ]] ||
     { echo "run_md_bench.sh: case '$c' is not atoms:rx:ry:rz:steps:precision[:repeats] (precision single, mixed or double)" >&2; exit 2; }

@@ -2,11 +2,11 @@
 # One device call on any GPU kind (one GPU is enough; repo root, .carry/ carried): builds LAMMPS + KOKKOS(CUDA) with
 # Batmobile (scripts/build_lammps.sh), then, on GPU 0 with nothing else running,
 #   1. the same-call MD comparison runs listed in BATMOBILE_MD_AB ("VAR=VALUE[+VAR=VALUE]:name ...", ':name' required;
-#      each runs BATMOBILE_MD_AB_CASES, default 648 atoms x 1,000 steps and 10,368 x 100, fp32 kernels, no
+#      each runs BATMOBILE_MD_AB_CASES, default 648 atoms x 1,000 steps and 10,368 x 100, precision mixed, no
 #      reference; 40 s limit each), then those in BATMOBILE_MD_AB_LARGE on BATMOBILE_MD_AB_LARGE_CASES (default
 #      97,200 atoms x 30 steps; 45 s limit each; names distinct from the first list's),
-#   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 fp32 + fp64 with the PyTorch
-#      reference (the fp32 case five times, their mean reported), 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES
+#   2. the MD throughput benchmark (bench/md/run_md_bench.sh, its default cases: 648 mixed + fp64 with the PyTorch
+#      reference (the mixed case three times, their mean reported), 10,368 with it, 97,200, 1,049,760; BATMOBILE_MD_CASES
 #      as there) with the time left before
 #      BATMOBILE_MD_AB_DEADLINE_S (default 575 s after the start).
 #   5. (BATMOBILE_MD_TRACE="atoms:rx:ry:rz:steps ...", before 1.) the GPU's timeline of each case (CUPTI), see below.
@@ -109,8 +109,8 @@ if [ -n "${BATMOBILE_MD_TRACE:-}" ]; then
     say "CUPTI trace library did not build: see libbm_cupti_trace.so.log"
   fi
 fi
-ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:single 10368:2:2:4:100:single}" 40 "$OUT"
-ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:single}" 45 "$OUT"
+ab_runs "${BATMOBILE_MD_AB:-}" "${BATMOBILE_MD_AB_CASES:-648:1:1:1:1000:mixed 10368:2:2:4:100:mixed}" 40 "$OUT"
+ab_runs "${BATMOBILE_MD_AB_LARGE:-}" "${BATMOBILE_MD_AB_LARGE_CASES:-97200:5:5:6:30:mixed}" 45 "$OUT"
 md_bench_with_time_left 30
 pack_out
 say "done"

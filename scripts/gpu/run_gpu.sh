@@ -5,7 +5,7 @@
 # the stand-alone project (kernels, model, tests) against an in-tree CUDA Kokkos, runs ctest (including the
 # LAMMPS harness on the GPU), the 648-atom NVE water run on the GPU (energy drift, examples/lammps_inputs/water216,
 # mode nve, single-precision kernels), a short MD throughput probe (bench/md; BATMOBILE_GPU_MD_CASES, default
-# 648 + 10,368 atoms) and the kernel benchmark bench/run_gpu_bench.sh; logs + summary.txt go to OUTDIR.
+# 648 + 10,368 atoms, precision mixed) and the kernel benchmark bench/run_gpu_bench.sh; logs + summary.txt go to OUTDIR.
 # BATMOBILE_GPU_SKIP: space-separated step names not to run (e.g. "water_nve bench").
 # Every step runs even when an earlier one failed (where it can); a step that would overrun the overall
 # deadline (BATMOBILE_GPU_DEADLINE_S, default 570 s) is cut short by `timeout`. Exit status: 0 if all passed.
@@ -68,7 +68,7 @@ step ctest 240 ctest --test-dir "$B" -j "${BATMOBILE_CTEST_JOBS:-4}" --output-on
 
 export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_DEVICE_NAME="$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
 KK_GPU=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
-export BATMOBILE_MD_CASES=${BATMOBILE_GPU_MD_CASES:-"648:1:1:1:1000:single 10368:2:2:4:100:single"}
+export BATMOBILE_MD_CASES=${BATMOBILE_GPU_MD_CASES:-"648:1:1:1:1000:mixed 10368:2:2:4:100:mixed"}
 step md_probe 150 bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/md_probe"
 step water_nve 240 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/water_nve" nve "${KK_GPU[@]}" -var prec single
 
