@@ -132,17 +132,15 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
   for (int b = 0; b < 3; ++b) gr[b] = gd * rhat[b];
   sh_vjp_unit<L, T>(rhat, inv_d, gY, gr);
   for (int b = 0; b < 3; ++b) acc[b] += SENDER ? -A(gr[b]) : A(gr[b]);
-  if (virial) {  // (uniform over the team: a step that wants no virial skips it)
-    const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
-    tally_virial(acc, r, gr);
-  }
+  const T r[3] = {ch.geo(t, 0), ch.geo(t, 1), ch.geo(t, 2)};
+  tally_virial(acc, r, gr);
 }
 
 // One chunk edge t = (i <- atom) of a sender team for channel c: accumulates the sender force, half the edge virial
 // and the dk partials into acc (A = double, or T for the per-thread partials of the GPU path, see adjoint_team) and
 // dE/dh of the atom into ghj.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool LANES, class Ch, class A>
+template <class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::sender_edge(int atom, int c, int a,
                                                                                          const Ch& ch, int t,
                                                                                          A* acc, T* ghj) const {
@@ -159,7 +157,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     const T gs = edge_terms<true>(i, atom, c, pw, dlg, T(0), Y, w, wv, dw, dwv, gY, &gd, ghj);
     edge_force<true>(ch, t, gd, gY, acc);
-    add_key_partials<true, LANES>(acc + 9, gs, i, atom, a, c);
+    add_key_partials<true>(acc + 9, gs, i, atom, a);
   });
 }
 
@@ -169,7 +167,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 // the edge's dE/dr formula with the reverse's dE/dd and the parity of its dE/dY, so one SH evaluation, one gradient
 // through it and one virial tally serve both edges.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool LANES, class Ch, class A>
+template <class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::pair_edge(int atom, int c, int a,
                                                                                        const Ch& ch, int t, T go_o,
                                                                                        A* acc, T* ghj) const {
@@ -186,37 +184,34 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     sh_unit<L, T>(ch.geo(t, 4), ch.geo(t, 5), ch.geo(t, 6), Y);
     for (int kk = 0; kk < K; ++kk) gY[kk] = T(0);
     const T gs = edge_terms<false>(atom, j, c, pw, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
-    add_key_partials<false, LANES>(acc + 9, gs, atom, j, a, c);
+    add_key_partials<false>(acc + 9, gs, atom, j, a);
     if (i2 >= 0) {
       sh_parity<L>(Y);
       sh_parity<L>(gY);
       const T gs2 = edge_terms<true>(i2, atom, c, pw2, dlg, go_o, Y, w, wv, dw, dwv, gY, &gd, ghj);
       sh_parity<L>(gY);
-      add_key_partials<true, LANES>(acc + 9 + (LANES ? 1 : DKM), gs2, i2, atom, a, c);
+      add_key_partials<true>(acc + 9 + DKM, gs2, i2, atom, a);
     }
     edge_force<false>(ch, t, gd, gY, acc);
   });
 }
 
 // The adjoint terms of chunk edge t for a team of mode MODE: a sender team's terms of the edge, or a pair team's
-// receiver terms of the edge and sender terms of its reverse (geometry and radial outputs from one chunk row). LANES:
-// head-lane key partials (kHeadLaneKeys; the GPU path).
+// receiver terms of the edge and sender terms of its reverse (geometry and radial outputs from one chunk row).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <int MODE, bool LANES, class Ch, class A>
+template <int MODE, class Ch, class A>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_edge(int atom, int c, int a,
                                                                                        const Ch& ch, int t, T go_o,
                                                                                        A* acc, T* ghj) const {
   if constexpr (MODE == kPairAdjoint)
-    pair_edge<LANES>(atom, c, a, ch, t, go_o, acc, ghj);
+    pair_edge(atom, c, a, ch, t, go_o, acc, ghj);
   else
-    sender_edge<LANES>(atom, c, a, ch, t, acc, ghj);
+    sender_edge(atom, c, a, ch, t, acc, ghj);
 }
 
 // Sum the per-thread partials of the team (row sl C + c: edge slot sl, channel c; fixed order) and write the
-// per-atom results: force, virial and dE/dk (sender team) or dE/dq and dE/dk (pair team). LANES: as part_col<true>
-// wrote them.
+// per-atom results: force, virial and dE/dk (sender team) or dE/dq and dE/dk (pair team).
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool LANES>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::team_finish(const member& team,
                                                                                          const scratch& part, int n,
                                                                                          int mode) const {
@@ -229,30 +224,22 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       for (int row = 0; row < S * C; ++row) s += part(row, v);
       if (v < 3)
         f(n, v) += s;
-      else if (virial)
+      else
         vatom(n, v - 3) += s;
     } else if (ATTN) {
       const int key_of_k = (v - 9) / adk, w = (v - 9) % adk, a = w / prm.dk, e = w % prm.dk;  // (block gq, gk)
       double s = 0;
-      if constexpr (LANES) {  // channel w holds component w % dk of head w / dk in its block's first column
-        (void)a, (void)e, (void)chead;
-        for (int sl = 0; sl < S; ++sl) s += part(sl * C + w, 9 + key_of_k * prm.dk);
-      } else {
-        for (int sl = 0; sl < S; ++sl)
-          for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + key_of_k * prm.dk + e);
-      }
+      for (int sl = 0; sl < S; ++sl)
+        for (int c = a * chead; c < (a + 1) * chead; ++c) s += part(sl * C + c, 9 + key_of_k * prm.dk + e);
       (pair && key_of_k == 0 ? gq : gk)(n, w) = T(s);
     }
   });
 }
 
 // Partial v of a thread's acc (pair team: NVP values, else NV) as column of the end-of-atom partials (part_cols):
-// force, virial, then the dq or dk partials (a pair team: dq, then dk), each key block prm.dk wide. LANES: a key
-// block's one partial goes to the block's first column (team_finish).
+// force, virial, then the dq or dk partials (a pair team: dq, then dk), each key block prm.dk wide.
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>
-template <bool LANES>
 KOKKOS_INLINE_FUNCTION int InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::part_col(int v) const {
-  if constexpr (LANES) return v < 10 ? v : 9 + prm.dk;
   return v < 9 + DKM ? (v < 9 + prm.dk ? v : -1) : (v - DKM < 9 + prm.dk ? v - DKM + prm.dk : -1);
 }
 
@@ -262,6 +249,7 @@ template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims
 template <int MODE, bool TEAM_RADIAL>
 KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dims>::adjoint_team(const member& team) const {
   constexpr bool SENDER = MODE == kSendAdjoint, PAIR = MODE == kPairAdjoint;  // (the edge list the team walks)
+  constexpr int NA = PAIR ? NVP : NV;
   const int atom = SENDER ? atom0 + team.league_rank() : team.league_rank();
   const int C = prm.C, chead = C / prm.A;
   const int ts = team.team_size(), tr = team.team_rank();
@@ -274,7 +262,6 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
     const int c = tr % C, sl = tr / C;
     // in T: a thread sums only its own few edges (1/S of the atom's), the team and the atoms add in double; in
     // double the float L = 2 adjoints spilled at their register cap.
-    constexpr int NA = partials<kHeadLaneKeys>(PAIR);
     T acc[NA];
     for (int v = 0; v < NA; ++v) acc[v] = 0;
     T ghj[K];
@@ -287,13 +274,12 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
 #ifdef __CUDA_ARCH__
 #pragma unroll 1
 #endif
-      for (int t = first + sl; t < first + n; t += S)
-        team_edge<MODE, kHeadLaneKeys>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+      for (int t = first + sl; t < first + n; t += S) team_edge<MODE>(atom, c, c / chead, ch, t, go_o, acc, ghj);
     }
     if (TEAM_RADIAL) team.team_barrier();  // part and buf overlap the last chunk
     const scratch part = part_of(ch, S);
     for (int v = 0; v < NA; ++v) {  // compile-time bound: acc stays in registers
-      const int col = part_col<kHeadLaneKeys>(v);
+      const int col = part_col(v);
       if (col >= 0) part(tr, col) = acc[v];
     }
     if (FEATURE_GRAD) {  // dE/dh of the atom as sender: slot 0 sums the S partials of channel c and writes gh once
@@ -308,9 +294,7 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
       if (sl == 0)
         for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
     }
-    team_finish<kHeadLaneKeys>(team, part_of(ch, S), atom, MODE);
-  } else {  // host (or one-thread teams on a GPU): channel loop inside each chunk, partials accumulated in team scratch
-    constexpr int NA = partials<false>(PAIR);
+  } else {  // host: channel loop inside each chunk, partials accumulated in team scratch
     const scratch part = part_of(ch, S);
     for (int c = 0; c < C; ++c)
       for (int v = 0; v < part_cols(ch.kind, prm.dk); ++v) part(c, v) = 0;
@@ -324,17 +308,17 @@ KOKKOS_INLINE_FUNCTION void InteractionKernel<T, Device, L, ATTN, DKM, ROLE, Dim
         T ghj[K];
         for (int kk = 0; kk < K; ++kk) ghj[kk] = T(0);
         const T go_o = SENDER ? T(0) : receiver_go_o(atom, c);
-        for (int t = first; t < first + n; ++t) team_edge<MODE, false>(atom, c, c / chead, ch, t, go_o, acc, ghj);
+        for (int t = first; t < first + n; ++t) team_edge<MODE>(atom, c, c / chead, ch, t, go_o, acc, ghj);
         if (FEATURE_GRAD)
           for (int kk = 0; kk < K; ++kk) gh(atom, kk, c) += ghj[kk];
         for (int v = 0; v < NA; ++v) {
-          const int col = part_col<false>(v);
+          const int col = part_col(v);
           if (col >= 0) part(c, col) += acc[v];
         }
       }
     }
-    team_finish<false>(team, part_of(ch, S), atom, MODE);
   }
+  team_finish(team, part_of(ch, S), atom, MODE);
 }
 
 template <class T, class Device, int L, bool ATTN, int DKM, int ROLE, class Dims>

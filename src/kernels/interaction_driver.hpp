@@ -158,8 +158,8 @@ void interaction_forward(const Graph<T, Device>& g, const LayerParams<T, Device>
   });
 }
 
-// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom (an empty vatom: no virial,
-// the kernels skip its per-edge tally) and (not for an embedding input) gh.
+// Adjoint of one layer given gm = dE/dm, go = dE/do (receivers); accumulates f, vatom and (not for an embedding
+// input) gh.
 template <class T, class Device, int L, bool ATTN, int ROLE = kGeneralLayer, class Dims = RuntimeDims>
 void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device>& prm,
                           const Kokkos::View<const T***, Kokkos::LayoutRight, Device>& h,
@@ -184,7 +184,6 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.gk = work.gk;
     kern.f = f;
     kern.vatom = vatom;
-    kern.virial = vatom.extent(0) > 0;
     // The pair adjoint covers every edge of the owned atoms, the sender adjoint the edges of other ranks' ghosts
     // (none with sender groups: their images are owned atoms). Where the caller gave the sender adjoint its own
     // accumulators, the two kernels write disjoint arrays and may run side by side.

@@ -45,19 +45,9 @@ struct InteractionKernel {
   static constexpr int KO = (ROLE & kScalarOutput) ? 1 : K;
   // the adjoint gives dE/dh, dE/dq, dE/dk (not for an embedding input: constant in the positions)
   static constexpr bool FEATURE_GRAD = !(ROLE & kEmbeddingInput);
-  // Head-lane key partials (CUDA, compiled-in dimensions, one warp of C = 32 channels, C / A = dk): the C / A lanes
-  // of a head sum their dE/ds with shuffles and lane c adds key component c % dk of that sum, so that a channel
-  // thread keeps one dq and one dk partial instead of dk of each and loads one key component per edge instead of dk
-  // (add_key_partials).
-  static constexpr bool kHeadLaneKeys = ATTN && FEATURE_GRAD && Dims::fixed && channel_sum_lanes<
-                                            typename Device::execution_space> == 32 &&
-                                        Dims::C == 32 && Dims::A * Dims::dk == Dims::C;
-  // Per-channel partials reduced per team: force, virial and dq/dk (a sender team), or dq and dk (a pair team), each
-  // key block DKM wide, or 1 with head-lane key partials (LANES)
-  template <bool LANES>
-  KOKKOS_INLINE_FUNCTION static constexpr int partials(bool pair) {
-    return FEATURE_GRAD ? 9 + (pair ? 2 : 1) * (LANES ? 1 : DKM) : 9;
-  }
+  // per-channel partials reduced per team: force, virial and dq/dk (a sender team), or dq and dk (a pair team)
+  static constexpr int NV = FEATURE_GRAD ? 9 + DKM : 9;
+  static constexpr int NVP = FEATURE_GRAD ? 9 + 2 * DKM : 9;
   static constexpr int dkm = DKM;
   static_assert(!Dims::fixed || Dims::dk <= DKM, "Dims: key width within the adjoints' bound");
   using dims = Dims;
@@ -198,7 +188,6 @@ struct InteractionKernel {
   V3 gh;       // dE/dh (accumulated)
   V2 gq, gk;   // dE/dq, dE/dk (written)
   D2 f, vatom;
-  bool virial = true;  // the adjoints tally the per-atom virial into vatom (interaction_backward: vatom not empty)
 
   // Set by atom_team_policy: radial_edges, radial mode 1 in use with chunks of radial_edges edges (0: mode 0);
   // basis_edges, its basis chunk: the edges whose geometry, Bessel basis and hidden layer one prepare pass fills;
@@ -305,39 +294,25 @@ struct InteractionKernel {
   KOKKOS_INLINE_FUNCTION static void tally_virial(A* acc, const T* r, const T* gr) {
     add_half_edge_virial(acc + 3, r, gr);
   }
-  // dE/dq_i (receiver side: from key k_j) or dE/dk_j (sender side: from q_i) of head a, given channel c's dE/ds,
-  // into acc[0, dk); with LANES (kHeadLaneKeys, the GPU path), the head's sum times key component c % dk into acc[0].
-  // LANES needs the whole warp: the edge loop's branches are uniform over a warp (one warp = one edge slot).
-  template <bool SENDER, bool LANES, class A>
-  KOKKOS_INLINE_FUNCTION void add_key_partials(A* acc, T gs, int i, int j, int a, int c) const {
+  // dE/dq_i (receiver side: from key k_j) or dE/dk_j (sender side: from q_i) of head a, given dE/ds, into acc[0, dk).
+  template <bool SENDER, class A>
+  KOKKOS_INLINE_FUNCTION void add_key_partials(A* acc, T gs, int i, int j, int a) const {
     if constexpr (ATTN && FEATURE_GRAD) {
       const T sdk = T(1) / sqrt(T(prm.dk));
-      if constexpr (LANES) {
-        static_assert(kHeadLaneKeys, "head-lane key partials need kHeadLaneKeys");
-#ifdef __CUDA_ARCH__
-        for (int off = 1; off < Dims::dk; off <<= 1) gs += __shfl_xor_sync(0xffffffffu, gs, off);
-#endif
-        // (head a's key components are channels a dk .. a dk + dk - 1: component c % dk of head a is entry c)
-        acc[0] += A(gs * sdk * (SENDER ? key(q, i, 0, c) : key(k, j, 0, c)));
-      } else {
-        (void)c;
-        for (int x = 0; x < DKM; ++x)
-          if (x < prm.dk) acc[x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
-      }
+      for (int x = 0; x < DKM; ++x)
+        if (x < prm.dk) acc[x] += A(gs * sdk * (SENDER ? key(q, i, a, x) : key(k, j, a, x)));
     }
   }
-  template <bool LANES, class Ch, class A>
+  template <class Ch, class A>
   KOKKOS_INLINE_FUNCTION void sender_edge(int atom, int c, int a, const Ch& ch, int t, A* acc, T* ghj) const;
-  template <bool LANES, class Ch, class A>
+  template <class Ch, class A>
   KOKKOS_INLINE_FUNCTION void pair_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
-  template <int MODE, bool LANES, class Ch, class A>
+  template <int MODE, class Ch, class A>
   KOKKOS_INLINE_FUNCTION void team_edge(int atom, int c, int a, const Ch& ch, int t, T go_o, A* acc, T* ghj) const;
   KOKKOS_INLINE_FUNCTION T receiver_go_o(int i, int c) const;
   template <class G>
   KOKKOS_INLINE_FUNCTION T dot_o(int i, int c, const G& goi) const;
-  template <bool LANES>
   KOKKOS_INLINE_FUNCTION int part_col(int v) const;
-  template <bool LANES>
   KOKKOS_INLINE_FUNCTION void team_finish(const member& team, const scratch& part, int n, int mode) const;
   template <int MODE, bool TEAM_RADIAL>
   KOKKOS_INLINE_FUNCTION void adjoint_team(const member& team) const;

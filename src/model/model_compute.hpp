@@ -238,8 +238,7 @@ void Model<T, ExecSpace>::fold_forces(const Step& step, Results<ExecSpace>& out)
 template <class T, class ExecSpace>
 void Model<T, ExecSpace>::compute(const Graph<ExecSpace>& graph, GhostExchange<T, ExecSpace>* exchange,
                                   Results<ExecSpace>& out) {
-  Step step = begin_step(graph, exchange);
-  step.virial = out.want_virial || (out.vatom.extent(0) >= static_cast<size_t>(step.na) && step.na > 0);
+  const Step step = begin_step(graph, exchange);
   // The readout runs inside the last layer's node forward; its energy and the virial are reduced into device memory
   // by the force fold, and the host waits for them only where out.want_energy / want_virial ask (LAMMPS needs energy
   // and virial on thermo steps only).

@@ -119,10 +119,8 @@ void Model<T, ExecSpace>::fused_backward_layer(int t, const Step& step, FeatureV
     // (layer 0 through the embedding-input kernels leaves dh_in as the node adjoint wrote it: nothing reads it)
     model_detail::with_fused_layer<T, ExecSpace, decltype(degree)::value>(
         fused_->role(t, data_.T_layers), fused_->params[t], [&](auto layer) {
-          // (no per-atom virial view: the kernels skip the per-edge virial tally, zeroed by embed_atoms, left 0)
           decltype(layer)::backward(g, fused_->params[t], as3(h_[t], na), as3(o_[t], nl), as3(dm_, nl), as3(do_, nl),
-                                    as3(dh_in, na), fused_->f, step.virial ? fused_->vatom : decltype(fused_->vatom)(),
-                                    fused_->work[t], fused_team_size(nl));
+                                    as3(dh_in, na), fused_->f, fused_->vatom, fused_->work[t], fused_team_size(nl));
         });
   });
 }

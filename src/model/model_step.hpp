@@ -29,8 +29,6 @@ struct Step {
   bool sender_lists = true;
   // The sender offsets are zeroed by the embedding kernel (the sender lists are built just before the adjoint).
   bool offsets_zeroed_early = false;
-  // The fused adjoints tally the per-atom virial: the caller wants the virial or the per-atom virials this step.
-  bool virial = true;
   Graph<ExecSpace> graph;
   Kokkos::View<const int*, ExecSpace> image_owner;  // each ghost's local atom where the exchange names it, else empty
   // each local atom's images (GhostExchange::image_lists) where the exchange names them, else empty: the node forward

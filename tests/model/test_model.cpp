@@ -96,13 +96,12 @@ struct Evaluation {
 // want: Results::want_energy and want_virial; edges_known: the graph passes its edge count (Graph::n_edges);
 // name_images: the exchange names the ghosts' image owners (default: unless the suite runs --ungrouped-senders);
 // in_range: the graph vouches for its sender indices (Graph::senders_in_range, as LAMMPS's neighbour lists do);
-// list_images: a naming exchange also lists each atom's images (GhostExchange::image_lists); per_atom: eatom and
-// vatom requested (Results views allocated; else Evaluation::eatom and vatom stay 0).
+// list_images: a naming exchange also lists each atom's images (GhostExchange::image_lists).
 template <class T>
 static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos, const std::vector<int>& species,
                            const std::vector<double>& cell, const bool* pbc, bool want = true,
                            bool edges_known = false, std::optional<bool> name_images = std::nullopt,
-                           bool in_range = false, bool list_images = true, bool per_atom = true) {
+                           bool in_range = false, bool list_images = true) {
   HostGraph hg = build_periodic_graph(pos, species, cell.data(), pbc, model.hyper().r_c);
   Graph<Exec> g = upload_graph<Exec>(hg);
   if (edges_known) g.n_edges = int(hg.senders.size());
@@ -116,10 +115,8 @@ static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos
   Results<Exec> res;
   res.want_energy = res.want_virial = want;
   res.f = decltype(res.f)("f", hg.n_all);
-  if (per_atom) {
-    res.eatom = decltype(res.eatom)("eatom", hg.n_local);
-    res.vatom = decltype(res.vatom)("vatom", hg.n_all);
-  }
+  res.eatom = decltype(res.eatom)("eatom", hg.n_local);
+  res.vatom = decltype(res.vatom)("vatom", hg.n_all);
   model.compute(g, &exchange, res);
   auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), res.f);
   auto ea = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), res.eatom);
@@ -132,15 +129,13 @@ static Evaluation evaluate(Model<T, Exec>& model, const std::vector<double>& pos
   for (int n = 0; n < hg.n_all; ++n) {
     const int owner = n < hg.n_local ? n : hg.ghost_owner[n - hg.n_local];
     for (int a = 0; a < 3; ++a) ev.forces[3 * owner + a] += f(n, a);
-    if (per_atom)
-      for (int a = 0; a < 6; ++a) ev.vatom[6 * owner + a] += va(n, a);
+    for (int a = 0; a < 6; ++a) ev.vatom[6 * owner + a] += va(n, a);
     if (n >= hg.n_local) {
       for (int a = 0; a < 3; ++a) ev.ghost_abs += std::fabs(f(n, a));
-      if (per_atom)
-        for (int a = 0; a < 6; ++a) ev.ghost_abs += std::fabs(va(n, a));
+      for (int a = 0; a < 6; ++a) ev.ghost_abs += std::fabs(va(n, a));
     }
   }
-  for (int i = 0; i < hg.n_local; ++i) ev.eatom.push_back(per_atom ? ea(i) : 0.0);
+  for (int i = 0; i < hg.n_local; ++i) ev.eatom.push_back(ea(i));
   return ev;
 }
 
@@ -437,9 +432,8 @@ TEST(ModelResults, AddForces) {
 
 // Energy and virial on demand (Results::want_energy / want_virial, LAMMPS's eflag_global / vflag_global): a step that
 // does not want them leaves them 0 and gives the same forces, per-atom energies and virials bit for bit; the next step
-// that wants them gets this step's values, not stale ones. A step that wants neither the virial nor per-atom values
-// (the fused adjoints then skip the virial tally) gives the same forces bit for bit, and the next step's virials are
-// whole. The edge count passed in (Graph::n_edges) changes nothing. Both backends, float and double.
+// that wants them gets this step's values, not stale ones. The edge count passed in (Graph::n_edges) changes nothing.
+// Both backends, float and double.
 TEST(ModelResults, EnergyVirialOnDemand) {
   Reference r = read_reference("periodic");
   auto check = [&](auto zero, EdgeBackend backend) {
@@ -460,14 +454,10 @@ TEST(ModelResults, EnergyVirialOnDemand) {
     EXPECT_EQ(rel_err(quiet.forces, moved_full.forces), 0.0);
     EXPECT_EQ(rel_err(quiet.eatom, moved_full.eatom), 0.0);
     EXPECT_EQ(rel_err(quiet.vatom, moved_full.vatom), 0.0);
-    const Evaluation bare = evaluate(m, moved, r.species, r.cell, r.pbc, false, true, std::nullopt, false, true, false);
-    EXPECT_EQ(rel_err(bare.forces, moved_full.forces), 0.0);
-    for (int a = 0; a < 6; ++a) EXPECT_EQ(bare.virial[a], 0.0);
     const Evaluation again = evaluate(m, r.pos, r.species, r.cell, r.pbc, true, true);
     EXPECT_EQ(again.energy, full.energy);
     for (int a = 0; a < 6; ++a) EXPECT_EQ(again.virial[a], full.virial[a]);
     EXPECT_EQ(rel_err(again.forces, full.forces), 0.0);
-    EXPECT_EQ(rel_err(again.vatom, full.vatom), 0.0);
   };
   for (EdgeBackend b : {EdgeBackend::Fused, EdgeBackend::Reference}) {
     check(0.0f, b);
