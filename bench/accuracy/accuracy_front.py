@@ -27,9 +27,10 @@ TARGET_FORCE_RMSE = 25.0   # the accurate model's aim
 def our_point(name, card_path, md_path):
     card = json.load(open(card_path))
     metrics = card.get("validation", card)
-    speed = {}
+    speed, what = {}, "LAMMPS MD, batmobile/kk, fp32 kernels, one GPU"
     if md_path == "card":
         md = card["md_h200"]
+        what = md.get("what", what)
         md_path = card["md_h200"].get("source", "card")
         speed = {str(n): md[f"steps_per_second_{n}"] for n in SIZES if md.get(f"steps_per_second_{n}")}
         md = {"device": md["provenance"]["machine"], "provenance": md["provenance"]}
@@ -40,8 +41,7 @@ def our_point(name, card_path, md_path):
                 speed[str(case["atoms"])] = case["steps_per_second"]
     return {"label": f"Batmobile {name}", "kind": "batmobile", "force_rmse_meV_per_A": metrics["force_rmse_meV_per_A"],
             "energy_rmse_meV_per_atom": metrics["energy_rmse_meV_per_atom"],
-            "steps_per_second": speed, "speed_what": "LAMMPS MD, batmobile/kk, fp32 kernels, one GPU"
-            if speed else "not measured yet",
+            "steps_per_second": speed, "speed_what": what if speed else "not measured yet",
             "hyperparameters": card.get("hyperparameters"), "train_seconds": card.get("train_seconds"),
             "device": md.get("device"), "sources": {"card": card_path, "md": md_path, "md_commit": md.get("provenance", {}).get("commit", md.get("commit"))}}
 
