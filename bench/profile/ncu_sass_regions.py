@@ -8,8 +8,8 @@ by one row per SASS instruction with its "Instructions Executed" (warp level) an
 For every kernel it prints the warp instructions executed, the opcode mix, the warp stall reasons (shares of the
 stall samples), the shared-memory wavefronts beyond the conflict-free ideal with the instructions that cause the most
 of them, and the hottest "regions": runs of consecutive instructions that executed the same number of times, i.e.
-straight-line code of one loop body. The execution count tells which loop it is (per edge, per prepare-pass item, per
-MMA tile and chain, ...); --dump prints one region's instructions.
+straight-line code of one loop body, each with the opcodes it holds. The execution count tells which loop it is (per
+edge, per prepare-pass item, per MMA tile and chain, ...); --dump prints one region's instructions.
 
   python3 bench/profile/ncu_sass_regions.py ncu_sass_10368.csv [--top 12] [--kernel 0] [--dump START]
 """
@@ -67,6 +67,11 @@ def regions(rows, ie, ss):
         else:
             out.append([idx, c, 1, s])
     return out
+
+
+def region_opcodes(rows, start, length, top=6):
+    """[(opcode, static count)] of the region's instructions, most frequent first (ties in first-seen order)."""
+    return collections.Counter(opcode(r[1]) for r in rows[start:start + length]).most_common(top)
 
 
 def column(hdr, rows, name):
@@ -127,7 +132,8 @@ def main():
                   + "".join(f"; @{i} {rows[i][1].strip()} {x:.0f}x" for i, _, x in worst))
         for start, count, n, samples in sorted(regions(rows, ie, ss), key=lambda x: -x[1] * x[2])[: a.top]:
             print(f"    @{start:5d}: {n:4d} instructions x {count:9d} = {count * n / total * 100:5.1f} %"
-                  f" (stall samples {samples})")
+                  f" (stall samples {samples}): "
+                  + ", ".join(f"{o} {c}" for o, c in region_opcodes(rows, start, n)))
         if a.dump is not None:
             reg = next((x for x in regions(rows, ie, ss) if x[0] == a.dump), None)
             for r in rows[a.dump: a.dump + (reg[2] if reg else 40)]:

@@ -50,6 +50,7 @@ def test_stalls_shared_memory_and_regions(tmp_path):
     ie, ss = hdr.index("Instructions Executed"), hdr.index("Warp Stall Sampling (All Samples)")
     # runs of equal execution counts: the three per-tile instructions, then the two per-edge ones
     assert regions.regions(rows, ie, ss) == [[0, 100, 3, 12], [3, 20, 2, 8]]
+    assert regions.region_opcodes(rows, 0, 3) == [("LDG", 1), ("HMMA", 1), ("STS", 1)]
 
 
 def test_report_lines(tmp_path, capsys, monkeypatch):
@@ -61,3 +62,5 @@ def test_report_lines(tmp_path, capsys, monkeypatch):
     assert "::RecvAdjT: 5 SASS instructions, 0.0 M warp instructions" in out
     assert "stalls: long_sb 55%, short_sb 45%" in out
     assert "wavefronts beyond the ideal (79 %); @2 STS [R13], R12 4x; @4 LDS R9, [R8] 8x" in out
+    assert "@    0:    3 instructions x       100 =  88.2 % (stall samples 12): LDG 1, HMMA 1, STS 1" in out
+    assert "@    3:    2 instructions x        20 =  11.8 % (stall samples 8): FFMA 1, LDS 1" in out

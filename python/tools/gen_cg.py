@@ -117,6 +117,11 @@ def fmt(v):
     return repr(float(v))
 
 
+def same(x, y):
+    """Coefficients equal but for the tables' rounding (e.g. 1/sqrt(3) as ...257 and ...258)."""
+    return abs(x - y) <= 1e-12 * max(abs(x), abs(y))
+
+
 def emit_header(tables, path):
     paths = all_paths()
     lines = []
@@ -172,28 +177,57 @@ def emit_header(tables, path):
         w(f"struct Path<{p[0]}, {p[1]}, {p[2]}> {{")
         w(f"  static constexpr int count = {len(nz)};")
 
-        def grouped(key, out_name, term):
+        def emit(key, out_name, operands):
+            """out_name[e[key]] += s * sum c[e] x y over the entries e, with (x, y) = operands(e), in the fewest
+            multiplies: where every entry has one coefficient and shares one operand (the paths (l, l, 0) and
+            (0, l, l)), that operand is scaled once and each term is one FMA; elsewhere each output's terms are
+            grouped by the magnitude of their coefficient, one multiply per group (signs become + and -)."""
+            coefs = [c[e] for e in nz]
+            for side in (0, 1):
+                common = {operands(e)[side] for e in nz}
+                if len(common) == 1 and all(same(x, coefs[0]) for x in coefs):
+                    scale = "" if same(np.mean(coefs), 1.0) else f" * T({fmt(np.mean(coefs))})"
+                    w(f"    const T t = s{scale} * {common.pop()};")
+                    for k, terms in by_output(key):
+                        rest = [operands(e)[1 - side] for e in terms]
+                        w(f"    {out_name}[{k}] += t * " + (rest[0] if len(rest) == 1 else f"({' + '.join(rest)})") + ";")
+                    return
+            for k, terms in by_output(key):
+                groups = []  # [(magnitude, [(sign, product)])] in first-seen order
+                for e in terms:
+                    g = next((g for g in groups if same(g[0], abs(c[e]))), None)
+                    if g is None:
+                        g = (abs(c[e]), [])
+                        groups.append(g)
+                    g[1].append(("-" if c[e] < 0 else "+", "{} * {}".format(*operands(e))))
+                parts = []
+                for mag, prods in groups:
+                    mags = [abs(c[e]) for e in terms if same(abs(c[e]), mag)]
+                    text = "".join(f" {sg} {pr}" for sg, pr in prods).lstrip(" +")
+                    text = text if not text.startswith("- ") else "-" + text[2:]
+                    parts.append(f"T({fmt(np.mean(mags))}) * ({text})")
+                # the products of two inputs are formed first, so the compiler cannot share "coefficient * x"
+                # between paths and keep such partial products live across a whole tensor product (that sharing
+                # pushed the fused adjoints to 255 registers with spills on sm_90)
+                w(f"    {out_name}[{k}] += s * ({' + '.join(parts)});")
+
+        def by_output(key):
             groups = {}
             for e in nz:
                 groups.setdefault(e[key], []).append(e)
-            for k in sorted(groups):
-                # coefficient * (x * y): the product of the two inputs is formed first, so the compiler cannot
-                # share "coefficient * x" between paths and keep such partial products live across a whole tensor
-                # product (that sharing pushed the fused adjoints to 255 registers with spills on sm_90)
-                terms = " + ".join(f"T({fmt(c[e])}) * ({term(e)})" for e in groups[k])
-                w(f"    {out_name}[{k}] += s * ({terms});")
+            return sorted(groups.items())
 
         w("  template <class T>")
         w("  KOKKOS_FORCEINLINE_FUNCTION static void fwd(const T* a, const T* b, T s, T* out) {")
-        grouped(2, "out", lambda e: f"a[{e[0]}] * b[{e[1]}]")
+        emit(2, "out", lambda e: (f"a[{e[0]}]", f"b[{e[1]}]"))
         w("  }")
         w("  template <class T>")
         w("  KOKKOS_FORCEINLINE_FUNCTION static void adj_a(const T* g, const T* b, T s, T* ga) {")
-        grouped(0, "ga", lambda e: f"g[{e[2]}] * b[{e[1]}]")
+        emit(0, "ga", lambda e: (f"g[{e[2]}]", f"b[{e[1]}]"))
         w("  }")
         w("  template <class T>")
         w("  KOKKOS_FORCEINLINE_FUNCTION static void adj_b(const T* a, const T* g, T s, T* gb) {")
-        grouped(1, "gb", lambda e: f"a[{e[0]}] * g[{e[2]}]")
+        emit(1, "gb", lambda e: (f"a[{e[0]}]", f"g[{e[2]}]"))
         w("  }")
         w("};")
         w("")
