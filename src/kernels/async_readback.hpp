@@ -6,23 +6,22 @@
 // write the values straight into pinned host memory spare the GPU a copy and its idle time.
 //
 // Public API (namespace batmobile::kernels):
-//   AsyncReadback<Exec, N> rb;  on CUDA a pinned host buffer and an event (stream_event.hpp), created at first use and
-//                               freed with the object, which must happen before Kokkos::finalize; elsewhere an array
+//   AsyncReadback<Exec, N> rb;  a buffer in PinnedHostSpace<Exec> (pinned host memory on CUDA) and an event
+//                               (stream_event.hpp), created at first use and freed with the object, which must
+//                               happen before Kokkos::finalize
 //   rb.target()                 the N values as a View that Exec's kernels write directly (a reduction's result, a
 //                               scan's total): on CUDA the pinned buffer itself, so that no copy is queued at all
 //   rb.mark()                   after the kernels that write target(): records an event after them
 //   rb.pending()                true from mark() until take()
 //   rb.values()                 waits until those kernels have run (at once where the GPU is past them) and returns
-//                               the N values (pending stays set)
+//                               the N values (pending stays set; zeros before the first target())
 //   rb.take()                   values(), and clears pending
 // Throws std::runtime_error on a CUDA error.
 #pragma once
 #include <Kokkos_Core.hpp>
 
 #include <array>
-#include <type_traits>
 
-#include "cuda_cache.hpp"
 #include "stream_event.hpp"
 
 namespace batmobile {
@@ -31,27 +30,13 @@ namespace kernels {
 template <class Exec, int N>
 class AsyncReadback {
  public:
-  using TargetView = Kokkos::View<double[N], typename PinnedHostSpace<Exec>::type, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  static_assert(Kokkos::SpaceAccessibility<Exec, typename PinnedHostSpace<Exec>::type>::accessible,
+  using TargetView = Kokkos::View<double[N], typename PinnedHostSpace<Exec>::type>;
+  static_assert(Kokkos::SpaceAccessibility<Exec, typename TargetView::memory_space>::accessible,
                 "AsyncReadback: the back-end's kernels cannot write the host buffer");
 
-  AsyncReadback() = default;
-  AsyncReadback(const AsyncReadback&) = delete;
-  AsyncReadback& operator=(const AsyncReadback&) = delete;
-  ~AsyncReadback() {
-#ifdef KOKKOS_ENABLE_CUDA
-    if (pinned_) cudaFreeHost(pinned_);
-#endif
-  }
-
   TargetView target() {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-      allocate();
-      return TargetView(pinned_);
-    }
-#endif
-    return TargetView(host_.data());
+    if (!buffer_.data()) buffer_ = TargetView("bm_readback");
+    return buffer_;
   }
 
   void mark() {
@@ -67,30 +52,17 @@ class AsyncReadback {
   }
 
   std::array<double, N> values() const {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-      event_.wait();
-      std::array<double, N> v;
-      for (int i = 0; i < N; ++i) v[i] = pinned_[i];
-      return v;
-    }
-#endif
-    return host_;
+    event_.wait();
+    std::array<double, N> v{};
+    if (buffer_.data())
+      for (int i = 0; i < N; ++i) v[i] = buffer_(i);
+    return v;
   }
 
  private:
-#ifdef KOKKOS_ENABLE_CUDA
-  void allocate() {
-    if (pinned_) return;
-    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&pinned_), N * sizeof(double)), "readback: pinned buffer");
-  }
-#endif
-  StreamEvent<Exec> event_;
+  TargetView buffer_;
+  StreamEvent<Exec> event_;  // (also makes the object non-copyable)
   bool pending_ = false;
-  std::array<double, N> host_{};
-#ifdef KOKKOS_ENABLE_CUDA
-  double* pinned_ = nullptr;
-#endif
 };
 
 }  // namespace kernels
