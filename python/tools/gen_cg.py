@@ -193,16 +193,16 @@ def emit_header(tables, path):
                         w(f"    {out_name}[{k}] += t * " + (rest[0] if len(rest) == 1 else f"({' + '.join(rest)})") + ";")
                     return
             for k, terms in by_output(key):
-                groups = []  # [(magnitude, [(sign, product)])] in first-seen order
+                groups = []  # [([magnitudes], [(sign, product)])] in first-seen order
                 for e in terms:
-                    g = next((g for g in groups if same(g[0], abs(c[e]))), None)
+                    g = next((g for g in groups if same(g[0][0], abs(c[e]))), None)
                     if g is None:
-                        g = (abs(c[e]), [])
+                        g = ([], [])
                         groups.append(g)
+                    g[0].append(abs(c[e]))
                     g[1].append(("-" if c[e] < 0 else "+", "{} * {}".format(*operands(e))))
                 parts = []
-                for mag, prods in groups:
-                    mags = [abs(c[e]) for e in terms if same(abs(c[e]), mag)]
+                for mags, prods in groups:
                     text = "".join(f" {sg} {pr}" for sg, pr in prods).lstrip(" +")
                     text = text if not text.startswith("- ") else "-" + text[2:]
                     parts.append(f"T({fmt(np.mean(mags))}) * ({text})")

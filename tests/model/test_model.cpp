@@ -42,23 +42,17 @@ class UnnamedImagesExchange : public GhostExchange<T, Exec> {
   void forward(FeatureView h) override { images_.forward(h); }
   void reverse(FeatureView dh) override { images_.reverse(dh); }
 
- private:
+ protected:
   IndexMapGhostExchange<T, Exec> images_;
 };
 
 // The periodic-image exchange naming the ghosts' image owners but not each atom's images (GhostExchange::image_lists):
 // the model then copies the ghost rows with forward() instead of writing them in the node kernel.
 template <class T>
-class OwnersOnlyExchange : public GhostExchange<T, Exec> {
+class OwnersOnlyExchange : public UnnamedImagesExchange<T> {
  public:
-  using typename GhostExchange<T, Exec>::FeatureView;
-  OwnersOnlyExchange(int n_local, const std::vector<int>& ghost_owner) : images_(n_local, ghost_owner) {}
-  void forward(FeatureView h) override { images_.forward(h); }
-  void reverse(FeatureView dh) override { images_.reverse(dh); }
-  Kokkos::View<const int*, Exec> image_owners() const override { return images_.image_owners(); }
-
- private:
-  IndexMapGhostExchange<T, Exec> images_;
+  using UnnamedImagesExchange<T>::UnnamedImagesExchange;
+  Kokkos::View<const int*, Exec> image_owners() const override { return this->images_.image_owners(); }
 };
 
 struct Reference {
