@@ -19,7 +19,8 @@
 //       dynamic shared memory and "prefer shared" cache preference as Kokkos's launch, on the policy's stream, with
 //       the Kokkos Tools hooks (profilers see the name). Anything else goes to Kokkos::parallel_for. Throws on a
 //       CUDA error or a functor over kConstSlotBytes.
-//       The driver is copied into a slot only where the slot does not hold the same bytes already.
+//       The driver is copied into a slot only where the slot holds another functor or launch shape: the functor is
+//       compared byte for byte, so a functor type must have no padding (its padding bytes are indeterminate).
 //   const_slot_kernels<Functor, Policy>()  its two kernels (for cudaFuncGetAttributes); {nullptr, nullptr}
 //       where it launches none.
 //   const_slot_copies()                  driver copies into slots so far (0 where none are launched)
@@ -119,11 +120,23 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     if (team <= 0 || policy.impl_vector_length() != 1 || policy.scratch_size(1, team) != 0)
       throw std::invalid_argument("batmobile: parallel_for_const_slots needs an explicit team size, vector length 1 "
                                   "and no level-1 scratch (" + name + ")");
+    // What a driver holds besides the functor: the policy's instance and stream, and the launch shape. The
+    // driver's own bytes are not compared: its policy has padding bytes, copied from the caller's.
+    struct LaunchKey {
+      const void* instance;
+      cudaStream_t stream;
+      int league, team, scratch;
+      bool operator==(const LaunchKey& o) const {
+        return instance == o.instance && stream == o.stream && league == o.league && team == o.team &&
+               scratch == o.scratch;
+      }
+    };
     // per driver type: the slot to use next, the event after each slot's last kernel, pinned staging per slot
     struct State {
       int next = 0;
       bool held[2] = {false, false};  // staging[slot] holds the driver last copied into the slot
-      cudaStream_t copied_on[2] = {nullptr, nullptr};  // the stream of that copy
+      LaunchKey key[2] = {};          // that driver's launch
+      unsigned char functor_bytes[2][sizeof(Functor)] = {};  // and its functor's bytes
       cudaEvent_t done[2];
       Driver* staging = nullptr;
       State() {
@@ -142,26 +155,25 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     const int slot = st.next;
     st.next ^= 1;
     const cudaStream_t stream = inner.space().cuda_stream();
-    // The driver, built in zeroed memory so that its bytes compare. The driver's Views are untracked copies, as in
-    // Kokkos::parallel_for (no reference counts from the launch), so its bytes can move without a constructor.
-    alignas(Driver) unsigned char built[sizeof(Driver)];
-    std::memset(built, 0, sizeof(Driver));
-    Kokkos::Impl::shared_allocation_tracking_disable();
-    new (built) Driver(functor, inner);
-    Kokkos::Impl::shared_allocation_tracking_enable();
-    // Where the slot already holds these bytes (the same Views and sizes as this kernel's launch before the previous
+    const LaunchKey key{inner.space().impl_internal_space_instance(), stream, int(inner.league_size()), team,
+                        int(inner.scratch_size(0, team))};
+    // Where the slot already holds this launch (the same Views and sizes as this kernel's launch before the previous
     // one: most MD steps between re-neighbourings), the kernel reads the slot as it is: a host-to-device copy between
     // two kernels leaves the GPU idle on both sides of it (figures in docs/performance.md).
-    if (st.held[slot] && st.copied_on[slot] == stream && std::memcmp(built, &st.staging[slot], sizeof(Driver)) == 0) {
-      reinterpret_cast<Driver*>(built)->~Driver();
-    } else {
+    const bool held = st.held[slot] && st.key[slot] == key &&
+                      std::memcmp(static_cast<const void*>(&functor), st.functor_bytes[slot], sizeof(Functor)) == 0;
+    if (!held) {
       // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
       // staging driver, must be done before either is overwritten
       check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
       if (st.held[slot]) st.staging[slot].~Driver();
-      std::memcpy(static_cast<void*>(&st.staging[slot]), built, sizeof(Driver));
+      // the driver's Views are untracked copies, as in Kokkos::parallel_for (no reference counts from the launch)
+      Kokkos::Impl::shared_allocation_tracking_disable();
+      new (&st.staging[slot]) Driver(functor, inner);
+      Kokkos::Impl::shared_allocation_tracking_enable();
       st.held[slot] = true;
-      st.copied_on[slot] = stream;
+      st.key[slot] = key;
+      std::memcpy(st.functor_bytes[slot], static_cast<const void*>(&functor), sizeof(Functor));
       check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
                                          slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
                                          stream),

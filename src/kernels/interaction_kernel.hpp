@@ -182,7 +182,6 @@ struct InteractionKernel {
   CV3 h;
   V3 m, o;     // forward outputs (o is read by the adjoint)
   V2 M, Z;     // saved softmax statistics
-  int atom0 = 0;  // the sender adjoint's first atom (team n takes atom atom0 + n: the ghosts after a pair adjoint)
   V2 q, k;     // projections
   CV3 gm, go;  // upstream gradients (receivers)
   V3 gh;       // dE/dh (accumulated)
@@ -196,6 +195,9 @@ struct InteractionKernel {
   int radial_edges = 0;
   int basis_edges = 0;
   int use_tensor_cores = 0;
+  int atom0 = 0;  // the sender adjoint's first atom (team n takes atom atom0 + n: the ghosts after a pair adjoint)
+  // (Four ints after the Views: no padding. parallel_for_const_slots compares functors byte for byte, and padding
+  // bytes are indeterminate; Interaction.KernelHasNoPadding checks it.)
 
   // Entry points (one team per atom): the forward (interaction_forward.hpp) and the adjoints: pair and sender
   // (interaction_adjoint.hpp).

@@ -1,7 +1,9 @@
 // Launch variants and launch arithmetic: register cap, constant-memory launch, basis chunks,
 // concurrent adjoints, occupancy and scratch limits, team-size validation.
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <new>
 #include <set>
 
 #include "interaction_test_util.hpp"
@@ -201,6 +203,30 @@ TEST(Interaction, FusedLaunchesReuseDrivers) {
     EXPECT_EQ(mv, first_m);
     held.emplace_back();
   }
+}
+
+// The fused-kernel functors have no padding bytes: parallel_for_const_slots compares a launch's functor with the one
+// in the slot byte for byte, and padding bytes are whatever the caller's stack held. A default-constructed functor
+// writes every byte it owns, so its bytes built over 0x00 and over 0xff differ exactly at padding.
+template <class Kern>
+int functor_padding_bytes() {
+  alignas(Kern) unsigned char zeros[sizeof(Kern)], ones[sizeof(Kern)];
+  std::memset(zeros, 0x00, sizeof(Kern));
+  std::memset(ones, 0xff, sizeof(Kern));
+  auto* a = new (zeros) Kern;
+  auto* b = new (ones) Kern;
+  int differing = 0;
+  for (size_t i = 0; i < sizeof(Kern); ++i) differing += zeros[i] != ones[i];
+  a->~Kern();
+  b->~Kern();
+  return differing;
+}
+
+TEST(Interaction, KernelHasNoPadding) {
+  EXPECT_EQ((functor_padding_bytes<InteractionKernel<float, Dev, 2, true, kMaxDk, kGeneralLayer, BundledDims>>()), 0);
+  EXPECT_EQ((functor_padding_bytes<InteractionKernel<float, Dev, 2, true, 8, kEmbeddingInput, BundledDims>>()), 0);
+  EXPECT_EQ((functor_padding_bytes<InteractionKernel<float, Dev, 3, false, kMaxDk, kScalarOutput>>()), 0);
+  EXPECT_EQ((functor_padding_bytes<InteractionKernel<double, Dev, 2, true>>()), 0);
 }
 
 // LayerParams::basis_chunk: several radial chunks per prepare pass (modes 1 and 2) give bit for bit the results of
