@@ -4,7 +4,7 @@
   bench/accuracy/add_md_speed.py CARD.json MD_SPEEDS.json MODEL_NAME [--note TEXT]
 
 MD_SPEEDS.json: bench/accuracy/results/water_potentials_md_h200.json (per model steps_per_second_648, its runs and,
-where measured, steps_per_second_10368). The card keeps everything else as python -m batmobile.evaluate wrote it.
+where measured, steps_per_second_10368; a provenance per model or for the whole file). The card keeps everything else as python -m batmobile.evaluate wrote it.
 """
 import argparse
 import json
@@ -21,8 +21,11 @@ def main(argv=None):
     if a.model not in speeds["models"]:
         raise SystemExit(f"{a.speeds} has no model {a.model!r}; it has {sorted(speeds['models'])}")
     card = json.load(open(a.card))
-    card["md_h200"] = dict(speeds["models"][a.model], what=speeds["what"], provenance=speeds["provenance"],
-                           source=a.speeds)
+    entry = speeds["models"][a.model]
+    provenance = entry.get("provenance", speeds.get("provenance"))  # the model's own run, else the file's
+    if not provenance:
+        raise SystemExit(f"{a.speeds}: no provenance (commit, machine, command) for model {a.model!r}")
+    card["md_h200"] = dict(entry, what=speeds["what"], provenance=provenance, source=a.speeds)
     if a.note:
         card["notes"] = a.note
     with open(a.card, "w") as f:

@@ -43,7 +43,9 @@ def test_card_speed_and_e3nn_speed_override(tmp_path):
     add = load_script("bench/accuracy/add_md_speed.py")
     card = {"validation": {"force_rmse_meV_per_A": 16.0, "energy_rmse_meV_per_atom": 0.15}}
     speeds = {"what": "w", "provenance": {"commit": "c", "machine": "GPU", "command": "x"},
-              "models": {"m": {"steps_per_second_648": 500.0, "steps_per_second_10368": 53.0}}}
+              "models": {"m": {"steps_per_second_648": 500.0, "steps_per_second_10368": 53.0},
+                         "own": {"steps_per_second_648": 400.0,
+                                 "provenance": {"commit": "d", "machine": "GPU", "command": "y"}}}}
     timing = lambda a, b: {"648": {"evaluations_per_second": a, "peak_device_bytes": 1},
                            "10368": {"evaluations_per_second": b, "peak_device_bytes": 2}}
     e3nn = {"model": {"T": 3, "L": 2, "C": 32}, "validation": {"force_rmse_meV_per_A": 40.0,
@@ -59,6 +61,11 @@ def test_card_speed_and_e3nn_speed_override(tmp_path):
     stored = json.load(open(paths["card"]))
     assert stored["md_h200"]["steps_per_second_648"] == 500.0 and stored["notes"] == "n"
     assert stored["validation"] == card["validation"]
+    assert stored["md_h200"]["provenance"]["commit"] == "c"
+    own_card = str(tmp_path / "own_card.json")
+    json.dump(card, open(own_card, "w"))
+    add.main([own_card, paths["speeds"], "own"])
+    assert json.load(open(own_card))["md_h200"]["provenance"]["commit"] == "d"  # a model's own run wins
     try:
         add.main([paths["card"], paths["speeds"], "missing"])
         raise AssertionError("an unknown model name must fail")
