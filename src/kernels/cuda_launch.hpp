@@ -120,15 +120,13 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     if (team <= 0 || policy.impl_vector_length() != 1 || policy.scratch_size(1, team) != 0)
       throw std::invalid_argument("batmobile: parallel_for_const_slots needs an explicit team size, vector length 1 "
                                   "and no level-1 scratch (" + name + ")");
-    // What a driver holds besides the functor: the policy's instance and stream, and the launch shape. The
-    // driver's own bytes are not compared: its policy has padding bytes, copied from the caller's.
+    // What a launch's driver depends on besides the functor: the stream it is copied and read on, and the launch
+    // shape. The driver's own bytes are not compared: its policy has padding bytes, copied from the caller's.
     struct LaunchKey {
-      const void* instance;
       cudaStream_t stream;
       int league, team, scratch;
       bool operator==(const LaunchKey& o) const {
-        return instance == o.instance && stream == o.stream && league == o.league && team == o.team &&
-               scratch == o.scratch;
+        return stream == o.stream && league == o.league && team == o.team && scratch == o.scratch;
       }
     };
     // per driver type: the slot to use next, the event after each slot's last kernel, pinned staging per slot
@@ -155,14 +153,13 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
     const int slot = st.next;
     st.next ^= 1;
     const cudaStream_t stream = inner.space().cuda_stream();
-    const LaunchKey key{inner.space().impl_internal_space_instance(), stream, int(inner.league_size()), team,
-                        int(inner.scratch_size(0, team))};
+    const LaunchKey key{stream, int(inner.league_size()), team, int(inner.scratch_size(0, team))};
     // Where the slot already holds this launch (the same Views and sizes as this kernel's launch before the previous
     // one: most MD steps between re-neighbourings), the kernel reads the slot as it is: a host-to-device copy between
     // two kernels leaves the GPU idle on both sides of it (figures in docs/performance.md).
-    const bool held = st.held[slot] && st.key[slot] == key &&
-                      std::memcmp(static_cast<const void*>(&functor), st.functor_bytes[slot], sizeof(Functor)) == 0;
-    if (!held) {
+    const bool reuse = st.held[slot] && st.key[slot] == key &&
+                       std::memcmp(static_cast<const void*>(&functor), st.functor_bytes[slot], sizeof(Functor)) == 0;
+    if (!reuse) {
       // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
       // staging driver, must be done before either is overwritten
       check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
