@@ -127,8 +127,8 @@ struct SlotProbe {
 }  // namespace
 
 // parallel_for_const_slots copies a driver into its slot only where the slot does not hold the same functor bytes and
-// launch: the same functor launched again and again (on default_instance) costs one copy per slot, a changed one a copy into each slot
-// as its turn comes, and every launch computes with the functor it was given.
+// launch: the same functor launched again and again (on default_instance) costs one copy per slot, a changed one a
+// copy into each slot as its turn comes, and every launch computes with the functor it was given.
 TEST(Interaction, ConstSlotCopies) {
   using Exec = Dev::execution_space;
   if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
