@@ -13,8 +13,8 @@
 # OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree.
 # Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below); BATMOBILE_COMPARE_TRACE
 # ("atoms:rx:ry:rz:steps[:labels] ...", after the timings): the GPU's timeline of each build in each case (cupti_trace,
-# scripts/gpu/ab_runs.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*; labels 1 adds, for the new
-# build only, a run that names each operation by its Kokkos label or host caller (trace_new_<atoms>_labels.*).
+# scripts/gpu/ab_runs.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*; labels 1 adds, for each build, a
+# run that names each operation by its Kokkos label or host caller (trace_old|new_<atoms>_labels.*).
 set -uo pipefail
 MODE=${1:?usage: compare_builds.sh build|bench OLD_TREE OUTDIR}
 OLD=$(cd "${2:?OLD_TREE}" && pwd)
@@ -117,8 +117,10 @@ if [ -n "${BATMOBILE_COMPARE_TRACE:-}" ]; then
       IFS=: read -r n rx ry rz ns labels <<<"$c"
       cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_OLD" "$OLD" "$OUT/trace_old_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
       cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
-      [ "${labels:-0}" = 1 ] && cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_${n}_labels" \
-        "$n" "$rx" "$ry" "$rz" "$ns" 1
+      if [ "${labels:-0}" = 1 ]; then
+        cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_OLD" "$OLD" "$OUT/trace_old_${n}_labels" "$n" "$rx" "$ry" "$rz" "$ns" 1
+        cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_${n}_labels" "$n" "$rx" "$ry" "$rz" "$ns" 1
+      fi
       for who in old new; do say "trace $who $n atoms: $(head -n1 "$OUT/trace_${who}_$n.txt" 2>/dev/null)"; done
     done
   else
