@@ -8,15 +8,9 @@ namespace model_detail {
 
 constexpr double kNormEps = 1e-6;
 constexpr int kNodeTeam = 128;  // GPU threads per team in the node kernels
-// Atoms per node-kernel team: each thread's item applies a weight to all atoms of a block (register arrays of
-// kNodeLanes values), so that weights are read once per block instead of once per atom. Blocks of up to
-// kNodeLanesNarrow atoms run the kernels instantiated with that many lanes, larger ones up to kNodeAtomsMax with
-// kNodeAtomsMax lanes (padding atoms zero).
-constexpr int kNodeLanesNarrow = 4;
-constexpr int kNodeAtomsMax = 8;
-KOKKOS_INLINE_FUNCTION constexpr int node_lanes(int block_atoms) {
-  return block_atoms <= kNodeLanesNarrow ? kNodeLanesNarrow : kNodeAtomsMax;
-}
+// Most atoms per node-kernel team: each thread's item applies a weight to all atoms of the block (register arrays
+// of this size), so that weights are read once per block instead of once per atom.
+constexpr int kNodeAtoms = 4;
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
@@ -36,15 +30,15 @@ KOKKOS_INLINE_FUNCTION T silu_grad(T x) {
 }
 
 
-// Node kernels' atom blocks in team scratch are laid out [feature][atom], NA atoms (padding atoms zero), so that
-// vector loads give a feature of every atom of the block.
-template <int NA, class T>
-struct alignas(NA * sizeof(T)) BlockAtoms {
-  T v[NA];
+// Node kernels' atom blocks in team scratch are laid out [feature][atom], kNodeAtoms atoms (padding atoms zero), so
+// that one vector load gives a feature of every atom of the block.
+template <class T>
+struct alignas(kNodeAtoms * sizeof(T)) BlockAtoms {
+  T v[kNodeAtoms];
 };
-template <int NA, class T>
-KOKKOS_INLINE_FUNCTION BlockAtoms<NA, T> block_row(const T* x, int f) {
-  return *reinterpret_cast<const BlockAtoms<NA, T>*>(x + NA * f);
+template <class T>
+KOKKOS_INLINE_FUNCTION BlockAtoms<T> block_row(const T* x, int f) {
+  return *reinterpret_cast<const BlockAtoms<T>*>(x + kNodeAtoms * f);
 }
 // Calls body(c) for c = 0 .. n-1, eight at a time so that their loads are in flight together. With it and the
 // [feature][atom] rows the node kernels took about half the time of a scalar load per atom and feature, one iteration
@@ -56,22 +50,22 @@ KOKKOS_INLINE_FUNCTION void by_eights(int n, const Body& body) {
     for (int u = 0; u < 8; ++u) body(c + u);
   for (; c < n; ++c) body(c);
 }
-// acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's NA atoms a.
-template <int NA, class T>
+// acc[a] += sum_{c < n} w[c ws] x[c][a] over the block's atoms a.
+template <class T>
 KOKKOS_INLINE_FUNCTION void block_fma(const T* w, int ws, const T* x, int n, T* acc) {
   by_eights(n, [&](int c) {
     const T wc = w[c * ws];
-    const BlockAtoms<NA, T> xv = block_row<NA>(x, c);
-    for (int a = 0; a < NA; ++a) acc[a] += wc * xv.v[a];
+    const BlockAtoms<T> xv = block_row(x, c);
+    for (int a = 0; a < kNodeAtoms; ++a) acc[a] += wc * xv.v[a];
   });
 }
 // Two weight columns against the same rows: acc_a[a] += sum_c wa[c ws] x[c][a], acc_b[a] += sum_c wb[c ws] x[c][a].
-template <int NA, class T>
+template <class T>
 KOKKOS_INLINE_FUNCTION void block_fma2(const T* wa, const T* wb, int ws, const T* x, int n, T* acc_a, T* acc_b) {
   by_eights(n, [&](int c) {
     const T ca = wa[c * ws], cb = wb[c * ws];
-    const BlockAtoms<NA, T> xv = block_row<NA>(x, c);
-    for (int a = 0; a < NA; ++a) {
+    const BlockAtoms<T> xv = block_row(x, c);
+    for (int a = 0; a < kNodeAtoms; ++a) {
       acc_a[a] += ca * xv.v[a];
       acc_b[a] += cb * xv.v[a];
     }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/stream_event.hpp"
-#include "model/device_math.hpp"
 #include "model/model_file.hpp"
 #include "model/model_options.hpp"
 
@@ -132,14 +131,14 @@ struct ReadoutViews;  // model_forward_stages.hpp
 // atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
 enum class EdgeBackend { Fused, Reference };
 
-// Atoms per node-kernel team that ModelOptions::node_atoms = 0 (the default) picks for nl local atoms on a GPU of `sms`
-// SMs (sms <= 0: a host back-end): kNodeAtomsMax where blocks of that many fit the team scratch (wide_fits) and still
-// make at least two teams per SM, else kNodeLanesNarrow. The measurements behind it: docs/performance.md, "Node
-// kernels".
-inline int auto_node_atoms(int nl, int sms, bool wide_fits) {
-  constexpr int wide = model_detail::kNodeAtomsMax;
-  if (sms <= 0 || !wide_fits || (nl + wide - 1) / wide < 2 * sms) return model_detail::kNodeLanesNarrow;
-  return wide;
+// Atoms per node-kernel team that ModelOptions::node_atoms = 0 picks for nl local atoms on a GPU of `sms` SMs (sms <= 0:
+// not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2 (one atom
+// per team ran slower than four on the H200; this rule was within the noise of four: opt-in).
+inline int auto_node_atoms(int nl, int sms, int max_atoms) {
+  if (sms <= 0) return max_atoms;
+  int nba = max_atoms;
+  while (nba > 2 && (nl + nba - 1) / nba < 2 * sms) --nba;
+  return nba;
 }
 
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -167,11 +166,9 @@ class Model {
   bool groups_senders() const { return backend_ == EdgeBackend::Fused && options_.group_senders; }
   bool senders_grouped_last() const { return n_send_ >= 0; }
   // One line on how the edge kernels launch for nl local atoms: per layer, the fused forward's and adjoints' threads
-  // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap; the node kernels' atoms per team (the
-  // pair styles log it once a run); non-default options are named at its end.
+  // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run);
+  // non-default options are named at its end.
   std::string launch_summary(int nl) const;
-  // Atoms per team of the node kernels for nl local atoms (ModelOptions::node_atoms, or auto_node_atoms).
-  int node_block_atoms(int nl) const;
 
  private:
   using Step = model_detail::Step<ExecSpace>;
@@ -198,8 +195,7 @@ class Model {
   ModelData<T, ExecSpace> data_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
-  int node_atoms_ = 0;  // atoms per team of the node kernels (ModelOptions::node_atoms; 0 automatic)
-  bool wide_node_blocks_fit_ = false;  // blocks of kNodeAtomsMax atoms fit the node kernels' team scratch
+  int node_atoms_ = 4;  // atoms per team of the node kernels (ModelOptions::node_atoms)
   // The fused sender adjoint runs one team per local atom and its periodic images where the ghost exchange says which
   // those are, else one per atom incl. ghosts; n_send_ is this compute's count (kernels::Graph::n_send, -1: not
   // grouped)

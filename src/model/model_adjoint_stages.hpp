@@ -13,14 +13,12 @@ namespace model_detail {
 
 // Node adjoint of layer t (norm, update, gate, mix): from dh (dE/d its output) to dhin (dE/d its input, owned rows:
 // the residual), dmv and dov (dE/dm, dE/do) and, for the reference backend, obar. A team per block of atoms, as in
-// the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom], NA lanes:
-// Step::node_lanes). Lt: the highest degree of the update (as in the forward); the input adjoint's rows above it are
-// written 0.
-template <int NA, class T, class ExecSpace>
-void node_adjoint_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
-                        const LayerViews<T, ExecSpace>& layer, const Rows<T, ExecSpace>& dh,
-                        const Rows<T, ExecSpace>& dhin, const Rows<T, ExecSpace>& dmv, const Rows<T, ExecSpace>& dov,
-                        const Rows<T, ExecSpace>& obar, int Lt) {
+// the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom]). Lt: the
+// highest degree of the update (as in the forward); the input adjoint's rows above it are written 0.
+template <class T, class ExecSpace>
+void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
+                  const Rows<T, ExecSpace>& dh, const Rows<T, ExecSpace>& dhin, const Rows<T, ExecSpace>& dmv,
+                  const Rows<T, ExecSpace>& dov, const Rows<T, ExecSpace>& obar, int Lt) {
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const int nl = step.nl, block_atoms = step.block_atoms, K = md.K, C = md.C, L = md.L, KC = K * C, A = md.A;
   const int gate_rows = step.gate_rows, CperA = C / A, KCt = (Lt + 1) * (Lt + 1) * C, weights = layer.weights;
@@ -30,6 +28,7 @@ void node_adjoint_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
   kernels::parallel_for_queued(
       "bm_node_adjoint", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
         const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
+        constexpr int NA = kNodeAtoms;
         // dhp: dE/dh, then in place dE/d(update output); hps: the update's output, later dE/do (reference backend)
         T* dhp = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (KC, NA)
         T* hps = dhp + KC * NA;                                                                        // (KC, NA)
@@ -71,7 +70,7 @@ void node_adjoint_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           const int k = n / C, c = n % C, l = degree_of(k);
           T acc[NA];
           for (int a = 0; a < NA; ++a) acc[a] = 0;
-          block_fma<NA>(w + md.o_Wu[l] + c, C, dhp + k * C * NA, C, acc);
+          block_fma(w + md.o_Wu[l] + c, C, dhp + k * C * NA, C, acc);
           for (int a = 0; a < NA; ++a) {
             da[n * NA + a] = acc[a];
             dz[n * NA + a] = a >= block_fill   ? T(0)
@@ -99,8 +98,8 @@ void node_adjoint_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           T am[NA], ao[NA];
           for (int a = 0; a < NA; ++a) am[a] = ao[a] = 0;
           const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
-          block_fma2<NA>(w + oM + c, w + oO + c, C, dz + k * C * NA, C, am, ao);
-          if (k == 0 && Lt > 0) block_fma2<NA>(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
+          block_fma2(w + oM + c, w + oO + c, C, dz + k * C * NA, C, am, ao);
+          if (k == 0 && Lt > 0) block_fma2(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
           for (int a = 0; a < block_fill; ++a) {
             dmv(i0 + a, n) = am[a];
             dov(i0 + a, n) = ao[a];
@@ -118,17 +117,6 @@ void node_adjoint_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           obar(i0 + a, hd) = acc;
         });
       });
-}
-
-template <class T, class ExecSpace>
-void node_adjoint(const ModelData<T, ExecSpace>& md, const Step<ExecSpace>& step,
-                  const LayerViews<T, ExecSpace>& layer, const Rows<T, ExecSpace>& dh, const Rows<T, ExecSpace>& dhin,
-                  const Rows<T, ExecSpace>& dmv, const Rows<T, ExecSpace>& dov, const Rows<T, ExecSpace>& obar,
-                  int Lt) {
-  if (step.node_lanes == kNodeAtomsMax)
-    node_adjoint_lanes<kNodeAtomsMax>(md, step, layer, dh, dhin, dmv, dov, obar, Lt);
-  else
-    node_adjoint_lanes<kNodeLanesNarrow>(md, step, layer, dh, dhin, dmv, dov, obar, Lt);
 }
 
 // One atom's share of the force fold: its force (added to f where add) and per-atom virial from the fused adjoints'

@@ -109,11 +109,16 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   // back-ends one thread per team; per-atom work over tens of items: a warp per atom is plenty.
   step.node_team = node_team_;
   step.warp_team = std::min(node_team_, 32);
-  step.block_atoms = node_block_atoms(nl);
-  step.node_lanes = model_detail::node_lanes(step.block_atoms);
+  step.block_atoms = node_atoms_ > 0 ? node_atoms_
+                                     : auto_node_atoms(nl, kernels::multiprocessor_count<ExecSpace>(),
+                                                       model_detail::kNodeAtoms);
   step.node_blocks = (nl + step.block_atoms - 1) / step.block_atoms;
   step.gate_rows = std::max(1, data_.L * data_.C);
-  step.node_scratch = model_detail::node_scratch_bytes(data_, step.node_lanes);
+  // (forward: m and o or the readout's rows, activations, update, gates, RMS; adjoint: dE/dh, update, da, dz, gates,
+  // norm coefficients)
+  step.node_scratch = sizeof(T) * model_detail::kNodeAtoms *
+                          (model_detail::node_mo_rows(data_) + 2 * data_.K * data_.C + step.gate_rows + kMaxL + 1) +
+                      64;
   // Where they are needed (step.sender_lists, above) and the caller vouches for the sender indices (LAMMPS's
   // neighbour lists), the sender-grouped edge lists are built just before the adjoint: on GPUs the forward's first
   // kernel then starts five small launches earlier and these run behind its kernels. Otherwise here, with the range

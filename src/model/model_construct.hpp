@@ -32,18 +32,11 @@ template <class T, class ExecSpace>
 Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options)
     : backend_(backend), hyper_(file.hyper), options_(options) {
   validate_options(options_, hyper_.H);
-  static_assert(model_detail::kNodeAtomsMax == 8, "ModelOptions::node_atoms accepts 1..8");
+  static_assert(model_detail::kNodeAtoms == 4, "ModelOptions::node_atoms accepts 1..4");
   node_team_ = options_.node_team > 0 ? options_.node_team
                                       : kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam;
   node_atoms_ = options_.node_atoms;
   data_ = model_detail::load_model_data<T, ExecSpace>(file);
-  const size_t wide_scratch = model_detail::node_scratch_bytes(data_, model_detail::kNodeAtomsMax);
-  wide_node_blocks_fit_ = wide_scratch <= size_t(Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0));
-  if (node_atoms_ > model_detail::kNodeLanesNarrow && !wide_node_blocks_fit_)
-    throw std::invalid_argument("batmobile::ModelOptions::node_atoms " + std::to_string(node_atoms_) + " needs " +
-                                std::to_string(wide_scratch) + " B of team scratch per node block, more than this " +
-                                "back-end's " + std::to_string(Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0)) +
-                                " B; use 4 or less, or 0 (automatic)");
   if (backend_ == EdgeBackend::Fused) fused_ = model_detail::make_fused_state<T, ExecSpace>(file, data_, options_);
 }
 
@@ -53,19 +46,10 @@ int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
 }
 
 template <class T, class ExecSpace>
-int Model<T, ExecSpace>::node_block_atoms(int nl) const {
-  return node_atoms_ > 0 ? node_atoms_
-                         : auto_node_atoms(nl, kernels::multiprocessor_count<ExecSpace>(), wide_node_blocks_fit_);
-}
-
-template <class T, class ExecSpace>
 std::string Model<T, ExecSpace>::launch_summary(int nl) const {
   const std::string options = non_default_options(options_);
   const std::string options_note = options.empty() ? "" : "; options: " + options;
-  const int block = node_block_atoms(nl);
-  const std::string node_note =
-      "; node kernels " + std::to_string(block) + (block == 1 ? " atom" : " atoms") + " per team";
-  if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)" + node_note + options_note;
+  if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)" + options_note;
   auto one = [](int team, int chunk, int basis, int tensor_cores, bool capped) {
     std::string d = std::to_string(team) + (team == 1 ? " thread" : " threads");
     const char* tc = tensor_cores == kernels::kTensorCoresF16      ? ", tensor cores f16"
@@ -91,7 +75,7 @@ std::string Model<T, ExecSpace>::launch_summary(int nl) const {
            ", pair adjoint " +
            one(r.team_adj, r.chunk_adj, r.basis_adj, r.tc_adj, r.capped_adj) + (t + 1 < data_.T_layers ? ";" : "");
     });
-  return s + (fixed ? "; dimensions compiled in" : "") + node_note + options_note;
+  return s + (fixed ? "; dimensions compiled in" : "") + options_note;
 }
 
 // Calls fn(degree, graph, as3) with the kernel library's graph of this step and as3(rows, n): rows as (n, K, C).

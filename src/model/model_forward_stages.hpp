@@ -77,10 +77,11 @@ struct ReadoutViews {
 // scratch ([channel][atom], padding atoms finite): per atom its energy into ro.atom_energy (and ro.eatom where wanted;
 // the force fold's reduction sums them) and dE/dh into ro.dh, whole rows (only l = 0 is non-zero, so that dh needs no
 // zero fill). work: 2 Hr rows of team scratch. One launch and one reduction fewer than a kernel of its own.
-template <int NA, class T, class ExecSpace, class TeamMember, class Species>
+template <class T, class ExecSpace, class TeamMember, class Species>
 KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelData<T, ExecSpace>& md,
                                           const Species& species, const ReadoutViews<T, ExecSpace>& ro, int i0,
                                           int block_fill, const T* hT, T* work) {
+  constexpr int NA = kNodeAtoms;
   const int C = md.C, KC = md.K * C, Hr = md.Hr;
   T* er = work;              // (Hr, NA): w2_r silu(pre_r)
   T* dpre = work + Hr * NA;  // (Hr, NA): dE/d(pre_r)
@@ -88,7 +89,7 @@ KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelDat
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Hr), [&](int r) {
     T pre[NA];
     for (int a = 0; a < NA; ++a) pre[a] = w[md.o_rb1 + r];
-    block_fma<NA>(w + md.o_rW1t + r, Hr, hT, C, pre);  // (readout.W1 transposed, (C, Hr))
+    block_fma(w + md.o_rW1t + r, Hr, hT, C, pre);  // (readout.W1 transposed, (C, Hr))
     const T w2 = w[md.o_rw2 + r];
     for (int a = 0; a < NA; ++a) {
       er[r * NA + a] = w2 * silu(pre[a]);
@@ -102,7 +103,7 @@ KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelDat
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
     T acc[NA];
     for (int a = 0; a < NA; ++a) acc[a] = 0;
-    block_fma<NA>(w + md.o_rW1 + c, C, dpre, Hr, acc);  // (readout.W1, (Hr, C))
+    block_fma(w + md.o_rW1 + c, C, dpre, Hr, acc);  // (readout.W1, (Hr, C))
     for (int a = 0; a < block_fill; ++a) ro.dh(i0 + a, c) = species(i0 + a) >= 0 ? acc[a] : T(0);
   });
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, block_fill), [&](int a) {
@@ -121,12 +122,11 @@ KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelDat
 // m, o, activations and updates live in team scratch ([feature][atom], block_row), instead of once per atom, each
 // with the latency of its own load. Lt: the highest degree it computes (FusedState::update_lmax). readout (the last
 // layer's call; else null): the readout of the block's atoms follows in the same kernel (block_readout). write_images:
-// each atom's output row is written to its periodic images' rows as well (Step::image_offsets, image_ghosts). NA:
-// the lanes of the atom blocks (Step::node_lanes).
-template <int NA, class T, class ExecSpace>
-void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
-                        const LayerViews<T, ExecSpace>& layer, const Rows<T, ExecSpace>& h_next, int Lt,
-                        const ReadoutViews<T, ExecSpace>* readout, bool write_images) {
+// each atom's output row is written to its periodic images' rows as well (Step::image_offsets, image_ghosts).
+template <class T, class ExecSpace>
+void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
+                  const Rows<T, ExecSpace>& h_next, int Lt, const ReadoutViews<T, ExecSpace>* readout,
+                  bool write_images = false) {
   using TeamMember = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const int nl = step.nl, block_atoms = step.block_atoms, C = md.C, L = md.L, KC = md.K * C, gate_rows = step.gate_rows;
   const int Kt = (Lt + 1) * (Lt + 1), KCt = Kt * C, weights = layer.weights, mo_rows = node_mo_rows(md);
@@ -140,6 +140,7 @@ void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
   kernels::parallel_for_queued(
       "bm_layer_node_forward", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
         const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
+        constexpr int NA = kNodeAtoms;
         // (mo: m and o rows, later the readout's work rows; act: the activations, later the readout's input)
         T* mo = static_cast<T*>(team.team_scratch(0).get_shmem_aligned(node_scratch - 64, 64));  // (mo_rows, NA)
         T* act = mo + mo_rows * NA;                                                            // (KC, NA)
@@ -159,8 +160,8 @@ void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           const int oW = n < C ? md.o_Wm0t : md.o_Wgmt, oV = n < C ? md.o_Wo0t : md.o_Wgot, rows = n < C ? C : L * C;
           T z[NA];
           for (int a = 0; a < NA; ++a) z[a] = w[(n < C ? md.o_b0 : md.o_bg) + o];
-          block_fma<NA>(w + oW + o, rows, mo, C, z);
-          block_fma<NA>(w + oV + o, rows, mo + KC * NA, C, z);
+          block_fma(w + oW + o, rows, mo, C, z);
+          block_fma(w + oV + o, rows, mo + KC * NA, C, z);
           for (int a = 0; a < NA; ++a) {
             if (n < C) {
               if (a < block_fill) zv(i0 + a, o) = z[a];
@@ -177,8 +178,8 @@ void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           const int k = 1 + n / C, o = n % C, l = degree_of(k);
           T zz[NA];
           for (int a = 0; a < NA; ++a) zz[a] = 0;
-          block_fma<NA>(w + md.o_Wmt[l] + o, C, mo + k * C * NA, C, zz);
-          block_fma<NA>(w + md.o_Wot[l] + o, C, mo + (KC + k * C) * NA, C, zz);
+          block_fma(w + md.o_Wmt[l] + o, C, mo + k * C * NA, C, zz);
+          block_fma(w + md.o_Wot[l] + o, C, mo + (KC + k * C) * NA, C, zz);
           for (int a = 0; a < NA; ++a) {
             if (a < block_fill) zv(i0 + a, k * C + o) = zz[a];
             act[(k * C + o) * NA + a] = zz[a] * sigmoid(gs[((l - 1) * C + o) * NA + a]);
@@ -190,7 +191,7 @@ void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
           const int k = n / C, o = n % C, l = degree_of(k);
           T v[NA];
           for (int a = 0; a < NA; ++a) v[a] = a < block_fill ? h(i0 + a, n) : T(0);
-          block_fma<NA>(w + md.o_Wut[l] + o, C, act + k * C * NA, C, v);
+          block_fma(w + md.o_Wut[l] + o, C, act + k * C * NA, C, v);
           for (int a = 0; a < NA; ++a) {
             if (a < block_fill) h_update(i0 + a, n) = v[a];
             hps[n * NA + a] = v[a];
@@ -217,18 +218,8 @@ void node_forward_lanes(const ModelData<T, ExecSpace> md, const Step<ExecSpace>&
         });
         if (!with_readout) return;
         team.team_barrier();
-        block_readout<NA>(team, md, species, ro, i0, block_fill, act, mo);
+        block_readout(team, md, species, ro, i0, block_fill, act, mo);
       });
-}
-
-template <class T, class ExecSpace>
-void node_forward(const ModelData<T, ExecSpace>& md, const Step<ExecSpace>& step,
-                  const LayerViews<T, ExecSpace>& layer, const Rows<T, ExecSpace>& h_next, int Lt,
-                  const ReadoutViews<T, ExecSpace>* readout, bool write_images = false) {
-  if (step.node_lanes == kNodeAtomsMax)
-    node_forward_lanes<kNodeAtomsMax>(md, step, layer, h_next, Lt, readout, write_images);
-  else
-    node_forward_lanes<kNodeLanesNarrow>(md, step, layer, h_next, Lt, readout, write_images);
 }
 
 // The energy of the owned atoms, summed from block_readout's atom energies (reference backend: the fused backend sums

@@ -28,9 +28,9 @@ struct ModelOptions {
   // Threads per team of the node (per-atom) kernels: 0 (default) automatic (1 on host back-ends, 128 on GPUs), else
   // 1..1024 (bit-identical).
   int node_team = 0;
-  // Atoms per team of the node kernels (each weight read once for all of them): 1..8 (5..8 where their team scratch
-  // fits the back-end's), 0 (default) automatic (auto_node_atoms, model.hpp); results agree to rounding.
-  int node_atoms = 0;
+  // Atoms per team of the node kernels (each weight read once for all of them): 1..4, default 4, 0 automatic
+  // (auto_node_atoms, model.hpp); results agree to rounding (the RMS sums' order differs).
+  int node_atoms = 4;
   // Reference backend: the per-edge radial-MLP outputs are kept from the forward pass for the adjoint when they take
   // at most this many MiB (default 1024), else recomputed; 0 never keeps them (agrees to rounding).
   int radial_cache_mb = 1024;
@@ -54,7 +54,7 @@ inline void validate_options(const ModelOptions& o, int radial_hidden) {
   if (o.forward_team < -1 || o.forward_team > 1024)
     fail("forward_team must be -1 (as interaction_team), 0 (automatic) or a team size C x S of at most 1024");
   if (o.node_team < 0 || o.node_team > 1024) fail("node_team must be 0 (automatic) or a team size 1..1024");
-  if (o.node_atoms < 0 || o.node_atoms > 8) fail("node_atoms must be 0 (automatic) or 1..8");
+  if (o.node_atoms < 0 || o.node_atoms > 4) fail("node_atoms must be 0 (automatic), 1, 2, 3 or 4");
   if (o.radial_cache_mb < 0) fail("radial_cache_mb must be a number of MiB >= 0");
 }
 

@@ -35,10 +35,10 @@ struct Step {
   // then writes the images' rows itself
   Kokkos::View<const int*, ExecSpace> image_offsets, image_ghosts;
   Kokkos::View<int*, ExecSpace> edge_receiver, send_offsets, send_edges;  // sender-grouped edge lists
-  // Node (per-atom) kernels: a team per block of block_atoms atoms, node_team threads over its (component, channel)
-  // items, node_scratch bytes of team scratch (the block's rows, node_lanes wide, [feature][atom], plus alignment);
-  // per-atom work over tens of items (an atom's edges, the readout's hidden units): warp_team threads.
-  int node_team = 1, warp_team = 1, block_atoms = kNodeLanesNarrow, node_lanes = kNodeLanesNarrow, node_blocks = 0;
+  // Node (per-atom) kernels: a team per block of block_atoms atoms (<= kNodeAtoms), node_team threads over its
+  // (component, channel) items, node_scratch bytes of team scratch (the block's rows, kNodeAtoms wide, [feature][atom],
+  // plus alignment); per-atom work over tens of items (an atom's edges, the readout's hidden units): warp_team threads.
+  int node_team = 1, warp_team = 1, block_atoms = kNodeAtoms, node_blocks = 0;
   int gate_rows = 1;  // max(1, L C): rows of the gate pre-activations
   size_t node_scratch = 0;
 
@@ -47,19 +47,11 @@ struct Step {
   }
 };
 
-// Rows of the node forward's first team-scratch region (of Step::node_lanes values each): the block's m and o (2 KC), later
+// Rows of the node forward's first team-scratch region (of kNodeAtoms values each): the block's m and o (2 KC), later
 // the readout's work rows (2 Hr, block_readout).
 template <class T, class ExecSpace>
 KOKKOS_INLINE_FUNCTION int node_mo_rows(const ModelData<T, ExecSpace>& md) {
   return md.K * md.C > md.Hr ? 2 * md.K * md.C : 2 * md.Hr;
-}
-
-// Team scratch of the node kernels for blocks of `lanes` atoms (forward: m and o or the readout's rows, activations,
-// update, gates, RMS; adjoint: dE/dh, update, da, dz, gates, norm coefficients), plus alignment.
-template <class T, class ExecSpace>
-size_t node_scratch_bytes(const ModelData<T, ExecSpace>& md, int lanes) {
-  const int gate_rows = md.L * md.C > 1 ? md.L * md.C : 1;
-  return sizeof(T) * size_t(lanes) * size_t(node_mo_rows(md) + 2 * md.K * md.C + gate_rows + kMaxL + 1) + 64;
 }
 
 // Layer t's saved activations (written by the forward, read by the adjoint) and its weights' offset in ModelData::w.

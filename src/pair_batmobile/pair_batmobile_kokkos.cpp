@@ -140,9 +140,8 @@ struct PairBatmobileKokkos<DeviceType>::KKImpl {
   std::vector<std::unique_ptr<batmobile::Model<float, Exec>>> members_f;
   batmobile::Results<Exec> member_results;
   Kokkos::View<double *[3], Kokkos::LayoutRight, Exec> first_forces;
-  Kokkos::View<int *, Exec> type_species;
-  Kokkos::View<batmobile_kk::EdgeTally *, Exec> tally;  // per receiver (row 0 empty): its edges, its closest r^2
-  // the edge list's closest squared distance and edge count, written by the scan over the tallies straight
+  Kokkos::View<int *, Exec> type_species, count;
+  // the edge list's closest squared distance and edge count, written by the count's reduction and the scan straight
   // into stats_readback's host buffer (pinned memory on GPUs: no copy to queue or wait for).
   // distance_check deferred (the GPU default): the host does not wait for the values (the wait empties the GPU's
   // queue every step); the edge arrays are sized by the neighbour list's capacity and the closest distance is
@@ -416,15 +415,15 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
   KKImpl &I = *kk;
   auto &g = I.graph;
   const auto grow = batmobile_pair::grow_capacity;
-  if (batmobile_pair::reserve_atoms(I, nlocal, nall)) I.tally = decltype(I.tally)("bm_tally", grow(nlocal + 1));
+  if (batmobile_pair::reserve_atoms(I, nlocal, nall)) I.count = decltype(I.count)("bm_count", grow(nlocal + 1));
   auto gx = g.x;
   auto gs = g.species;
   auto tsp = I.type_species;
-  auto tally = I.tally;
-  // (also empties the per-receiver tallies, one launch instead of two)
+  auto count = I.count;
+  // (also zeroes the per-receiver counts, one launch instead of two)
   Kokkos::parallel_for(
       "bm_kk_atoms", Policy(0, std::max(nall, nlocal + 1)), KOKKOS_LAMBDA(int n) {
-        if (n <= nlocal) tally(n) = {0, Kokkos::reduction_identity<double>::min()};
+        if (n <= nlocal) count(n) = 0;
         if (n >= nall) return;
         for (int a = 0; a < 3; ++a) gx(n, a) = x(n, a);
         gs(n) = tsp(type(n));
@@ -432,11 +431,23 @@ void PairBatmobileKokkos<DeviceType>::build_graph(int nlocal, int nall)
   // edges: count per receiver, scan, fill (pair_batmobile_kokkos_edges.h), I.graph_team threads per local atom
   const batmobile_kk::EdgeFilter<decltype(x), decltype(gs), decltype(d_neighbors)> keep{x, gs, d_neighbors, rcsq,
                                                                                       NEIGHMASK};
-  // The scan writes the closest distance and the edge count into host-readable memory (pinned on GPUs): a scan with
-  // a total would make the host wait, and a copy of them would idle the GPU around it. Where the check is deferred
-  // the host does not wait for them: the sender array is sized by the neighbour list's capacity.
-  batmobile_kk::count_edges<Exec>(inum, I.graph_team, keep, d_ilist, d_numneigh, tally);
-  batmobile_kk::scan_edges<Exec>(nlocal, tally, g.recv_offsets, I.stats_readback.target());
+  // The reduction and the scan write the closest distance and the edge count into host-readable memory (pinned on
+  // GPUs): a reduction into a host value and a scan with a total would each make the host wait, and a copy of them
+  // would idle the GPU around it. Where the check is deferred the host does not wait for them: the sender array is
+  // sized by the neighbour list's capacity.
+  auto stats = I.stats_readback.target();
+  const Kokkos::View<double, typename decltype(stats)::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      closest_d(stats.data());
+  batmobile_kk::count_edges<Exec>(inum, I.graph_team, keep, d_ilist, d_numneigh, count, closest_d);
+  auto roff = g.recv_offsets;
+  Kokkos::parallel_scan(
+      "bm_kk_scan", Policy(0, nlocal + 1), KOKKOS_LAMBDA(int i, int &acc, bool final) {
+        acc += count(i);
+        if (final) {
+          roff(i) = acc;
+          if (i == nlocal) stats(1) = acc;
+        }
+      });
   I.stats_readback.mark();
   I.stats_step = update->ntimestep;
   I.stats_has_atoms = nlocal > 0;

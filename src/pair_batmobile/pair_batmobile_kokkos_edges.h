@@ -32,42 +32,39 @@ struct EdgeFilter {
   }
 };
 
-// One receiver's kept neighbours and their closest r^2; the scan sums the counts and takes the least distance.
-struct EdgeTally {
-  int n;
-  double closest;
-  KOKKOS_INLINE_FUNCTION void add(int n_more, double closest_more) {
-    n += n_more;
-    if (closest_more < closest) closest = closest_more;
-  }
-};
-
-// tally(i + 1) = the kept neighbours of each model atom i = ilist(ii), ii < inum, and the closest of them (other
-// rows untouched). No reduction across atoms here: the scan below takes the least distance on its way.
-template <class Exec, class Filter, class IList, class NumNeigh, class Tally>
+// count(i + 1) = the kept neighbours of each model atom i = ilist(ii), ii < inum (other rows untouched); the
+// closest kept r^2 reduced into `closest` (a View the kernel writes: the host does not wait).
+template <class Exec, class Filter, class IList, class NumNeigh, class Count, class Closest>
 void count_edges(int inum, int team, const Filter &keep, const IList &ilist, const NumNeigh &numneigh,
-                 const Tally &tally) {
+                 const Count &count, const Closest &closest) {
+  using MemSpace = typename Closest::memory_space;
   const auto species = keep.species;
   if (team == 1) {
-    Kokkos::parallel_for(
-        "bm_kk_count", Kokkos::RangePolicy<Exec>(0, inum), KOKKOS_LAMBDA(int ii) {
+    Kokkos::parallel_reduce(
+        "bm_kk_count", Kokkos::RangePolicy<Exec>(0, inum),
+        KOKKOS_LAMBDA(int ii, double &mind) {
           const int i = ilist(ii);
           if (species(i) < 0) return;
-          EdgeTally t{0, Kokkos::reduction_identity<double>::min()};
+          int c = 0;
           double rsq = 0;
           for (int jj = 0; jj < numneigh(i); ++jj)
-            if (keep(i, jj, rsq) >= 0) t.add(1, rsq);
-          tally(i + 1) = t;
-        });
+            if (keep(i, jj, rsq) >= 0) {
+              ++c;
+              if (rsq < mind) mind = rsq;
+            }
+          count(i + 1) = c;
+        },
+        Kokkos::Min<double, MemSpace>(closest));
     return;
   }
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(
-      "bm_kk_count", Kokkos::TeamPolicy<Exec>(inum, team), KOKKOS_LAMBDA(const Member &m) {
+  // min over every thread's own candidates: a team-policy reduction joins all threads' values
+  Kokkos::parallel_reduce(
+      "bm_kk_count", Kokkos::TeamPolicy<Exec>(inum, team),
+      KOKKOS_LAMBDA(const Member &m, double &mind) {
         const int i = ilist(m.league_rank());
         if (species(i) < 0) return;
         int c = 0;
-        double mind = Kokkos::reduction_identity<double>::min();  // this thread's candidates, then the team's
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(m, numneigh(i)),
             [&](int jj, int &cc) {
@@ -77,42 +74,9 @@ void count_edges(int inum, int team, const Filter &keep, const IList &ilist, con
               if (rsq < mind) mind = rsq;
             },
             c);
-        m.team_reduce(Kokkos::Min<double, Kokkos::AnonymousSpace>(mind));
-        if (m.team_rank() == 0) tally(i + 1) = EdgeTally{c, mind};
-      });
-}
-
-// roff(i) = the edges of receivers before atom i (tally(0) is empty), i <= last; the total count and the closest
-// r^2 of all into stats(1) and stats(0).
-template <class Tally, class Offsets, class Stats>
-struct EdgeScan {
-  using value_type = EdgeTally;
-  Tally tally;
-  Offsets roff;
-  Stats stats;
-  int last;
-  KOKKOS_INLINE_FUNCTION void init(value_type &v) const { v = {0, Kokkos::reduction_identity<double>::min()}; }
-  KOKKOS_INLINE_FUNCTION void join(value_type &a, const value_type &b) const { a.add(b.n, b.closest); }
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type &a, const volatile value_type &b) const {
-    a.n += b.n;
-    if (b.closest < a.closest) a.closest = b.closest;
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(int i, value_type &acc, bool final) const {
-    const EdgeTally t = tally(i);
-    acc.add(t.n, t.closest);
-    if (!final) return;
-    roff(i) = acc.n;
-    if (i == last) {
-      stats(0) = acc.closest;
-      stats(1) = acc.n;
-    }
-  }
-};
-
-template <class Exec, class Tally, class Offsets, class Stats>
-void scan_edges(int nlocal, const Tally &tally, const Offsets &roff, const Stats &stats) {
-  Kokkos::parallel_scan("bm_kk_scan", Kokkos::RangePolicy<Exec>(0, nlocal + 1),
-                        EdgeScan<Tally, Offsets, Stats>{tally, roff, stats, nlocal});
+        if (m.team_rank() == 0) count(i + 1) = c;
+      },
+      Kokkos::Min<double, MemSpace>(closest));
 }
 
 // senders(roff(i) + s) = the s-th kept neighbour of each model atom i, in neighbour-list order.

@@ -510,7 +510,7 @@ TEST(ModelOptionsTest, Validation) {
   for (int v : {-1, 4096}) expect_invalid("interaction_team", [v](ModelOptions& o) { o.interaction_team = v; });
   for (int v : {-2, 2000}) expect_invalid("forward_team", [v](ModelOptions& o) { o.forward_team = v; });
   for (int v : {-1, 1025}) expect_invalid("node_team", [v](ModelOptions& o) { o.node_team = v; });
-  for (int v : {-1, 9}) expect_invalid("node_atoms", [v](ModelOptions& o) { o.node_atoms = v; });
+  for (int v : {-1, 5}) expect_invalid("node_atoms", [v](ModelOptions& o) { o.node_atoms = v; });
   expect_invalid("radial_cache_mb", [](ModelOptions& o) { o.radial_cache_mb = -1; });
 }
 
@@ -538,24 +538,20 @@ TEST(ModelOptionsTest, FusedKernelPaths) {
   for (int chunk : {1, 16}) expect_bitwise_default(options_with([&](ModelOptions& o) { o.basis_chunk = chunk; }));
 }
 
-// The node kernels take blocks of ModelOptions::node_atoms atoms per team (each weight read once per block; 0, the
-// default: auto_node_atoms). Blocks of up to 4 atoms run the 4-lane kernels, larger ones the 8-lane kernels. The
-// periodic reference has 9 atoms: every block size but 3 ends with a partial block. Any block size gives the
-// default's results to rounding.
+// The node kernels take blocks of ModelOptions::node_atoms atoms per team (default 4; each weight read once per
+// block; 0: automatic, auto_node_atoms). The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial
+// block, blocks of 3 do not. Any block size gives the default's results to rounding (only the RMS sums' order
+// differs).
 TEST(ModelOptionsTest, NodeAtomBlocks) {
   Reference r = read_reference("periodic");
-  // the automatic rule (H200: 132 SMs): blocks of 8 from 264 teams of 8 on, where their scratch fits
-  EXPECT_EQ(auto_node_atoms(648, 132, true), 4);     // 81 teams of 8
-  EXPECT_EQ(auto_node_atoms(2104, 132, true), 4);    // 263 teams of 8
-  EXPECT_EQ(auto_node_atoms(2105, 132, true), 8);    // 264
-  EXPECT_EQ(auto_node_atoms(10368, 132, true), 8);
-  EXPECT_EQ(auto_node_atoms(10368, 132, false), 4);  // scratch of 8 atoms over the limit (fp64 kernels on CUDA)
-  EXPECT_EQ(auto_node_atoms(10368, -1, true), 4);    // not a GPU
-  EXPECT_EQ(model_detail::node_lanes(1), 4);
-  EXPECT_EQ(model_detail::node_lanes(4), 4);
-  EXPECT_EQ(model_detail::node_lanes(5), 8);
-  EXPECT_EQ(model_detail::node_lanes(8), 8);
-  for (int atoms : {0, 1, 2, 3, 5, 8}) {
+  // the automatic rule (H200: 132 SMs): 648 atoms -> 162, 216 teams of 4, 3 atoms are under 264, 324 of 2 are not
+  EXPECT_EQ(auto_node_atoms(648, 132, 4), 2);
+  EXPECT_EQ(auto_node_atoms(1053, 132, 4), 4);  // 264 teams
+  EXPECT_EQ(auto_node_atoms(1052, 132, 4), 3);  // 263 teams of 4
+  EXPECT_EQ(auto_node_atoms(10368, 132, 4), 4);
+  EXPECT_EQ(auto_node_atoms(9, 132, 4), 2);     // never below 2
+  EXPECT_EQ(auto_node_atoms(9, -1, 4), 4);      // not a GPU
+  for (int atoms : {0, 1, 2, 3}) {
     const ModelOptions with = options_with([&](ModelOptions& o) { o.node_atoms = atoms; });
     expect_options_close<float>(r, with, 1e-5, 1e-5);
     expect_options_close<double>(r, with, 1e-12, 1e-12);
@@ -614,10 +610,8 @@ TEST(ModelOptionsTest, LaunchSummary) {
   for (int t = 0; t < T; ++t) EXPECT_NE(few.find("layer " + std::to_string(t) + " forward "), std::string::npos) << few;
   EXPECT_EQ(few.find("layer " + std::to_string(T) + " "), std::string::npos) << few;
   EXPECT_EQ(few.find("options"), std::string::npos) << few;
-  // the node kernels' atoms per team: 4 on host back-ends and for few atoms on GPUs (auto_node_atoms)
-  EXPECT_NE(few.find("; node kernels 4 atoms per team"), std::string::npos) << few;
   const Model<float, Exec> reference(load(), EdgeBackend::Reference, ModelOptions{});
-  EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays); node kernels 4 atoms per team");
+  EXPECT_EQ(reference.launch_summary(648), "reference edge kernels (per-edge arrays)");
   if (kernels::runs_on_host<Exec>) EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
   // the adjoint that runs (every back-end)
   EXPECT_NE(few.find(", pair adjoint "), std::string::npos) << few;
@@ -626,12 +620,10 @@ TEST(ModelOptionsTest, LaunchSummary) {
   two.basis_chunk = 16;
   const Model<float, Exec> with(load(), EdgeBackend::Fused, two);
   const std::string named = with.launch_summary(648);
-  EXPECT_NE(named.find("; node kernels 2 atoms per team; options: basis_chunk 16, node_atoms 2"), std::string::npos)
-      << named;
+  EXPECT_NE(named.find("; options: basis_chunk 16, node_atoms 2"), std::string::npos) << named;
   const Model<float, Exec> reference_with(load(), EdgeBackend::Reference, two);
   EXPECT_EQ(reference_with.launch_summary(648),
-            "reference edge kernels (per-edge arrays); node kernels 2 atoms per team; options: basis_chunk 16, "
-            "node_atoms 2");
+            "reference edge kernels (per-edge arrays); options: basis_chunk 16, node_atoms 2");
 }
 
 // The sender adjoint over local atoms with their periodic images (where the exchange names them: one rank) gives the
