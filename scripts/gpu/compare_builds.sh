@@ -111,16 +111,16 @@ for c in $CASES; do
     done
   done
 done
+trace_build() {  # trace_build old|new SUFFIX LABELS: that build's timeline of the case n rx ry rz ns being traced
+  local lmp=LMP_${1^^} tree=${1^^}
+  cupti_trace "$OUT/libbm_cupti_trace.so" "${!lmp}" "${!tree}" "$OUT/trace_$1_$n$2" "$n" "$rx" "$ry" "$rz" "$ns" "$3"
+}
 if [ -n "${BATMOBILE_COMPARE_TRACE:-}" ]; then
   if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
     for c in $BATMOBILE_COMPARE_TRACE; do
       IFS=: read -r n rx ry rz ns labels <<<"$c"
-      cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_OLD" "$OLD" "$OUT/trace_old_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
-      cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_$n" "$n" "$rx" "$ry" "$rz" "$ns" 0
-      if [ "${labels:-0}" = 1 ]; then
-        cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_OLD" "$OLD" "$OUT/trace_old_${n}_labels" "$n" "$rx" "$ry" "$rz" "$ns" 1
-        cupti_trace "$OUT/libbm_cupti_trace.so" "$LMP_NEW" "$NEW" "$OUT/trace_new_${n}_labels" "$n" "$rx" "$ry" "$rz" "$ns" 1
-      fi
+      for who in old new; do trace_build "$who" "" 0; done
+      if [ "${labels:-0}" = 1 ]; then for who in old new; do trace_build "$who" _labels 1; done; fi
       for who in old new; do say "trace $who $n atoms: $(head -n1 "$OUT/trace_${who}_$n.txt" 2>/dev/null)"; done
     done
   else
