@@ -1,8 +1,8 @@
 # Dependency lookup shared by the top-level project and the LAMMPS hook.
 #
-# Kokkos: normally an installed Kokkos 3.4 (find_package; scripts/build_kokkos_host.sh on the CPU machines).
-# With -DBATMOBILE_KOKKOS_SOURCE=<patched Kokkos tree> it is built in-tree instead: the GPU machine's
-# CMake 4 cannot import an installed CUDA Kokkos 3.4 (KokkosConfig.cmake: CUDA::cudart_static_deps).
+# Kokkos: normally an installed Kokkos 4.5 (find_package; scripts/build_kokkos_host.sh on the CPU machines).
+# With -DBATMOBILE_KOKKOS_SOURCE=<patched Kokkos tree> it is built in-tree instead (the CUDA builds: one Kokkos
+# configuration, compiled with the project's own flags, and nothing to install on the GPU machine).
 # GoogleTest: installed (libgtest-dev), else built from -DBATMOBILE_GTEST_SOURCE (Debian's /usr/src/googletest,
 # carried to the GPU machine, where nothing can be installed).
 
@@ -17,10 +17,13 @@ function(batmobile_kokkos_config_shim)
   file(WRITE "${shim}/KokkosConfig.cmake"
     "# Kokkos is built in this CMake project (target Kokkos::kokkos); nothing to import.\nset(Kokkos_FOUND TRUE)\n")
   file(WRITE "${shim}/KokkosConfigVersion.cmake"
-    "set(PACKAGE_VERSION 3.4.1)\nif(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)\n"
+    "set(PACKAGE_VERSION 4.5.1)\nif(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)\n"
     "  set(PACKAGE_VERSION_COMPATIBLE FALSE)\nelse()\n  set(PACKAGE_VERSION_COMPATIBLE TRUE)\nendif()\n")
   set(Kokkos_DIR "${shim}" CACHE PATH "in-tree Kokkos (config shim)" FORCE)
 endfunction()
+
+# The target that src/kernels and src/model link for Kokkos (the LAMMPS hook sets another one for a KOKKOS LAMMPS).
+set(BATMOBILE_KOKKOS_TARGET Kokkos::kokkos CACHE INTERNAL "")
 
 macro(batmobile_find_kokkos)
   set(BATMOBILE_KOKKOS_SOURCE "" CACHE PATH "Build Kokkos from this source tree instead of find_package")
@@ -28,7 +31,7 @@ macro(batmobile_find_kokkos)
     add_subdirectory("${BATMOBILE_KOKKOS_SOURCE}" kokkos)
     batmobile_kokkos_config_shim()
   else()
-    find_package(Kokkos 3.4 REQUIRED CONFIG)
+    find_package(Kokkos 4.5 REQUIRED CONFIG)
   endif()
 endmacro()
 

@@ -77,37 +77,23 @@ function(_batmobile_lammps_version lammps_src out_var)
 endfunction()
 set(_BATMOBILE_MONTHS Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec)
 
-# Adds our style sources to the `lammps` target and regenerates LAMMPS's style_*.h (written only when changed).
+# Adds our style sources to liblammps and regenerates LAMMPS's style_*.h (written only when changed).
 function(_batmobile_compile_into_lammps sources style_dir style_headers_dir lammps_version extra_libs)
-  get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
   GenerateStyleHeaders("${style_headers_dir}")
   message(STATUS "Batmobile: compiled into LAMMPS: ${sources}")
-  # liblammps keeps the symbols of the static libraries in it (model, host Kokkos) to itself, so that a plugin
-  # linked against it carries its own copy and also loads into a stock LAMMPS
-  target_link_options(lammps PRIVATE "-Wl,--exclude-libs,ALL")
-  if(NOT PKG_KOKKOS)
-    _batmobile_library_into_lammps("${sources}" "${style_dir}" ${lammps_version} "${extra_libs}")
-    return()
+  # liblammps keeps the symbols of our static libraries (and, without KOKKOS, of the model's own Kokkos) to itself,
+  # so that a plugin linked against it carries its own copy of them and also loads into a stock LAMMPS. With KOKKOS,
+  # LAMMPS's Kokkos stays exported: the plugin runs on it.
+  if(PKG_KOKKOS)
+    target_link_options(lammps PRIVATE "-Wl,--exclude-libs,libbatmobile_lammps_styles.a:libbatmobile_model.a")
+  else()
+    target_link_options(lammps PRIVATE "-Wl,--exclude-libs,ALL")
   endif()
-  # With KOKKOS, LAMMPS's own sources are compiled against Kokkos anyway: our sources, include directories and
-  # libraries go onto the lammps target itself.
-  target_sources(lammps PRIVATE ${sources})
-  # LAMMPS pins its own sources to C++11 (KOKKOS raises that to 14); ours need C++17 (if constexpr, fold
-  # expressions, inline variables), which GCC accepted in C++14 mode with warnings only. GCC and Clang take the
-  # last -std flag. Not yet for the CUDA build (nvcc_wrapper would also take the last one, with a warning per
-  # file, but that build could not be re-run when this was written; it compiles our sources as C++14 + warnings).
-  if(NOT CMAKE_CXX_COMPILER MATCHES "nvcc_wrapper")
-    set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES COMPILE_OPTIONS "-std=c++17")
-  endif()
-  # on our sources only, so that LAMMPS's own objects (and their ccache entries) stay as they are
-  set_source_files_properties(${sources} TARGET_DIRECTORY lammps PROPERTIES
-                              COMPILE_DEFINITIONS BATMOBILE_LAMMPS_VERSION=${lammps_version})
-  target_include_directories(lammps PRIVATE "${style_dir}" "${batmobile_src}")
-  target_link_libraries(lammps PRIVATE ${extra_libs})
+  _batmobile_library_into_lammps("${sources}" "${style_dir}" ${lammps_version} "${extra_libs}")
 endfunction()
 
-# Without KOKKOS: the compile lines of LAMMPS's own sources stay those of a stock build (so ccache shares their
-# objects with the --plugin-only build). Our sources are a static library with LAMMPS's flags plus their own
+# The compile lines of LAMMPS's own sources stay those of a stock build (so ccache shares their objects with the
+# --plugin-only build). Our sources are a static library with LAMMPS's flags plus their own
 # (Kokkos, model), whose private dependencies reach liblammps's link line only; of LAMMPS's sources only the two
 # that include style_pair.h see our include directories.
 function(_batmobile_library_into_lammps sources style_dir lammps_version extra_libs)
@@ -129,6 +115,22 @@ function(_batmobile_library_into_lammps sources style_dir lammps_version extra_l
                               INCLUDE_DIRECTORIES "${style_dir};${batmobile_src}")
 endfunction()
 
+# BATMOBILE_KOKKOS_TARGET for a LAMMPS with KOKKOS: the compile flags and headers of LAMMPS's in-tree Kokkos without
+# its static archives. The model and the plugin then call the Kokkos in liblammps, the one that LAMMPS initialises
+# with `-k on`: with a copy of their own linked in, a plugin would run on a second, uninitialised Kokkos runtime.
+function(_batmobile_lammps_kokkos_usage)
+  add_library(batmobile_lammps_kokkos INTERFACE)
+  foreach(lib kokkoscore kokkoscontainers kokkosalgorithms kokkossimd)
+    if(TARGET ${lib})
+      foreach(prop INCLUDE_DIRECTORIES COMPILE_DEFINITIONS COMPILE_OPTIONS COMPILE_FEATURES LINK_OPTIONS)
+        set_property(TARGET batmobile_lammps_kokkos APPEND PROPERTY INTERFACE_${prop}
+                     "$<TARGET_PROPERTY:${lib},INTERFACE_${prop}>")
+      endforeach()
+    endif()
+  endforeach()
+  set(BATMOBILE_KOKKOS_TARGET batmobile_lammps_kokkos CACHE INTERNAL "")
+endfunction()
+
 function(batmobile_hook_into_lammps)
   cmake_parse_arguments(ARG "" "LAMMPS_TREE;STYLE_DIR;BUILTIN" "" ${ARGN})
   if(NOT DEFINED ARG_BUILTIN)
@@ -139,12 +141,13 @@ function(batmobile_hook_into_lammps)
   set(style_headers_dir "${lammps_bin}/styles")
   get_filename_component(batmobile_src "${_BATMOBILE_HOOK_DIR}/../src" ABSOLUTE)
 
-  # LAMMPS with KOKKOS: the model uses LAMMPS's Kokkos (the shim lets src/model call find_package(Kokkos)
+  # LAMMPS with KOKKOS: the model runs on LAMMPS's Kokkos (the shim lets src/model call find_package(Kokkos)
   # although Kokkos is built inside this project). Without KOKKOS: an installed host Kokkos (Kokkos_ROOT), or one
-  # built here from BATMOBILE_KOKKOS_SOURCE (a CUDA Kokkos: CMake 4 cannot import an installed CUDA Kokkos 3.4).
+  # built here from BATMOBILE_KOKKOS_SOURCE (a CUDA Kokkos).
   include("${_BATMOBILE_HOOK_DIR}/BatmobileDeps.cmake")
-  if(TARGET kokkos)
+  if(PKG_KOKKOS)
     batmobile_kokkos_config_shim()
+    _batmobile_lammps_kokkos_usage()
   else()
     batmobile_find_kokkos()
   endif()
@@ -217,11 +220,11 @@ function(batmobile_hook_into_lammps)
     target_include_directories(batmobile_styles PRIVATE "${ARG_STYLE_DIR}" "${batmobile_src}")
     if(PKG_KOKKOS)
       target_include_directories(batmobile_styles PRIVATE "${lammps_src}/KOKKOS")
-      target_link_libraries(batmobile_styles PRIVATE kokkos)
     endif()
     # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. The plugin holds its own copy
     # of the model (and, without KOKKOS, of Kokkos), as liblammps does not export those (--exclude-libs above);
-    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own.
+    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own. With
+    # KOKKOS it runs on LAMMPS's Kokkos, whose symbols liblammps exports (_batmobile_lammps_kokkos_usage).
     target_link_libraries(batmobile_styles PRIVATE ${extra_libs} lammps)
     target_link_options(batmobile_styles PRIVATE "-Wl,-Bsymbolic")
   else()

@@ -1,11 +1,39 @@
 # Shared settings for the Batmobile build scripts (sourced, not executed).
-# Versions and the build-cache location live here so every script keys its cache the same way.
+# Versions, source checksums and the build-cache location live here so every script keys its cache the same way.
 BATMOBILE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BATMOBILE_CACHE=${BATMOBILE_CACHE:-$HOME/.cache/batmobile}
-LAMMPS_TAG=20210929u2           # LAMMPS stable 29 Sep 2021 update 2 (Debian lammps 20220106+ds1)
-LAMMPS2025_TAG=20250204        # LAMMPS stable 4 Feb 2025 (Debian trixie lammps 20250204+dfsg.1)
-KOKKOS_TAG=3.4.01               # packages/kokkos of Debian's trilinos 13.2.0
 export BATMOBILE_CACHE
+
+KOKKOS_TAG=4.5.01               # what LAMMPS 4 Feb 2025 requires (find_package(Kokkos 4.5.01))
+KOKKOS_NEXT_TAG=4.6.01          # the last Kokkos 4: the Kokkos 5 readiness check (C++20, deprecated code off)
+# md5 of the upstream archive github.com/kokkos/kokkos/archive/refs/tags/4.5.01.tar.gz, as LAMMPS 4 Feb 2025's
+# cmake/Modules/Packages/KOKKOS.cmake pins it (a download is used only where ../shared/vendor is missing)
+KOKKOS_MD5_4_5_01=4d832aa0284169d9e3fbae3165286bc6
+
+LAMMPS2025_TAG=20250204         # LAMMPS stable 4 Feb 2025 (Debian trixie lammps 20250204+dfsg.1-2)
+LAMMPS2025_DEB_VERSION=20250204+dfsg.1-2
+LAMMPS2025_ORIG=lammps_20250204+dfsg.1.orig.tar.xz
+LAMMPS2025_SHA256=3671165bd52fad36734e0a9136c5bc5ecb225e03988f8c89aa13366a8b53b1c7
+LAMMPS2026_TAG=20260704         # LAMMPS stable 4 Jul 2026 (Debian sid lammps 20260704+dfsg-2)
+LAMMPS2026_DEB_VERSION=20260704+dfsg-2
+LAMMPS2026_ORIG=lammps_20260704+dfsg.orig.tar.gz
+LAMMPS2026_SHA256=cddbc45a047416bd48a4a0b87f24a5b61b3446982b74d18cafe619c22b17eb62
+# the parts of each LAMMPS tree that the builds and tests use
+LAMMPS2025_PARTS=(cmake "src/*.cpp" "src/*.h" src/fmt src/STUBS src/PLUGIN src/MANYBODY src/KOKKOS
+                  unittest/force-styles unittest/testing examples/plugins LICENSE README)
+LAMMPS2026_PARTS=(cmake "src/*.cpp" "src/*.h" src/fmt src/nlohmann src/STUBS src/PLUGIN src/MANYBODY examples/plugins
+                  LICENSE README)
+
+# The unpacked tree of LAMMPS VERSION (2025 or 2026); the name changes with the list of parts.
+lammps_src() {
+  local tag parts
+  case "$1" in
+    2025) tag=$LAMMPS2025_TAG; parts="${LAMMPS2025_PARTS[*]}";;
+    2026) tag=$LAMMPS2026_TAG; parts="${LAMMPS2026_PARTS[*]}";;
+    *) echo "unknown LAMMPS version $1 (2025 or 2026)" >&2; return 2;;
+  esac
+  echo "$BATMOBILE_CACHE/src/lammps-$tag-$(echo "$parts" | sha1sum | cut -c1-8)"
+}
 
 # Short hash of the Kokkos patch set: a new patch gives a new patched tree and new build dirs.
 kokkos_patch_hash() {

@@ -1,89 +1,98 @@
 #!/usr/bin/env bash
-# Downloads the LAMMPS and Kokkos sources from Debian's source archive (the only source we may use)
-# and unpacks trimmed trees into the build cache:
-#   $BATMOBILE_CACHE/src/lammps-20210929u2/   (LAMMPS stable 29 Sep 2021 update 2, trimmed; bookworm)
-#   $BATMOBILE_CACHE/src/kokkos-3.4.01/       (packages/kokkos of the trilinos 13.2.0 source; bookworm)
-#   $BATMOBILE_CACHE/src/lammps-20250204/     (LAMMPS stable 4 Feb 2025, trimmed, no lib/kokkos; trixie)
-# Only deb-src entries are added to apt (one per suite), so the binary packages apt installs do not change.
-# Idempotent: does nothing when all trees exist.
+# Fetches, checks and unpacks the third-party sources of the builds into $BATMOBILE_CACHE/src (idempotent):
+#   kokkos-4.5.01/     Kokkos 4.5.01, the version LAMMPS 4 Feb 2025 requires
+#   kokkos-4.6.01/     Kokkos 4.6.01 (only for the Kokkos 5 readiness check: C++20, deprecated code off)
+#   lammps-20250204-*/ LAMMPS 4 Feb 2025 (Debian trixie), trimmed to LAMMPS2025_PARTS (common.sh)
+#   lammps-20260704-*/ LAMMPS stable 4 Jul 2026 (Debian sid), trimmed to LAMMPS2026_PARTS
+#   scripts/fetch_sources.sh [kokkos-4.5.01] [kokkos-4.6.01] [lammps-2025] [lammps-2026]   (default: all)
+# Kokkos comes from ../shared/vendor/ beside the checkout (or $BATMOBILE_VENDOR) when that holds it, else from the
+# upstream archive of the same tag; either is checked against a pinned checksum. The LAMMPS sources are Debian's
+# orig tarballs (`apt-get source`), checked against the sha256 of the suite's Sources index, because their .dsc
+# files are no longer in the archive and apt cannot verify them. Only deb-src entries are added to apt.
 set -euo pipefail
-CACHE=${BATMOBILE_CACHE:-$HOME/.cache/batmobile}
-LAMMPS_DEB_VERSION=20220106.git7586adbb6a+ds1-2
-TRILINOS_DEB_VERSION=13.2.0-4
-LAMMPS2025_DEB_VERSION=20250204+dfsg.1-2
-LAMMPS2025_ORIG=lammps_20250204+dfsg.1.orig.tar.xz
-# sha256 of LAMMPS2025_ORIG as listed in trixie's Sources index (its .dsc is not in the archive, so apt-get
-# source cannot verify the tarball itself)
-LAMMPS2025_SHA256=3671165bd52fad36734e0a9136c5bc5ecb225e03988f8c89aa13366a8b53b1c7
-SRC=$CACHE/src
-mkdir -p "$SRC" "$CACHE/dl"
-if [ -f "$SRC/lammps-20210929u2/.complete" ] && [ -f "$SRC/kokkos-3.4.01/.complete" ] && \
-   [ -f "$SRC/lammps-20250204/.complete" ]; then
-  echo "[fetch] sources present in $SRC"; exit 0
-fi
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/common.sh"
+SRC=$BATMOBILE_CACHE/src
+DL=$BATMOBILE_CACHE/dl
+mkdir -p "$SRC" "$DL"
+ITEMS=("$@"); [ ${#ITEMS[@]} -gt 0 ] || ITEMS=(kokkos-$KOKKOS_TAG kokkos-$KOKKOS_NEXT_TAG lammps-2025 lammps-2026)
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+VENDOR=${BATMOBILE_VENDOR:-$(cd "$BATMOBILE_REPO/.." && pwd)/shared/vendor}
+
 # A deb-src entry for SUITE on the same archive host as the deb entries, unless one exists.
 ensure_deb_src() {
-  local suite=$1 host
+  local suite=$1 host list=/etc/apt/sources.list.d/batmobile-src-$1.list
   if grep -rqsE "^deb-src .* $suite( |$)" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null; then return; fi
-  local deb822
-  deb822=$(grep -rlsE "^Types:.*deb-src" /etc/apt/sources.list.d/ 2>/dev/null || true)
-  if [ -n "$deb822" ] && echo "$deb822" | xargs grep -qsE "^Suites:.*\b$suite( |$)"; then return; fi
   # first active archive URI (deb822 "URIs:" or one-line "deb URI"), comments ignored
   host=$( (grep -rhE "^(URIs:|deb )" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true) \
           | grep -oE "https?://[^ ]+/debian/?( |$)" | grep -v security | head -n1 | tr -d ' ' || true)
   host=${host:-http://deb.debian.org/debian}
-  local list=/etc/apt/sources.list.d/batmobile-src.list
-  [ "$suite" = bookworm ] || list=/etc/apt/sources.list.d/batmobile-src-$suite.list
-  echo "[fetch] adding deb-src for $suite from $host"
+  log "adding deb-src for $suite from $host"
   echo "deb-src $host $suite main" | $SUDO tee "$list" >/dev/null
   $SUDO apt-get update -qq
 }
-ensure_deb_src bookworm
-ensure_deb_src trixie
-cd "$CACHE/dl"
-[ -f lammps_20220106.git7586adbb6a+ds1.orig.tar.xz ] || apt-get source --download-only "lammps=$LAMMPS_DEB_VERSION"
-[ -f trilinos_13.2.0.orig.tar.gz ] || apt-get source --download-only "trilinos=$TRILINOS_DEB_VERSION"
-if ! echo "$LAMMPS2025_SHA256  $LAMMPS2025_ORIG" | sha256sum -c --status 2>/dev/null; then
-  rm -f "$LAMMPS2025_ORIG"
-  # apt-get fails on the missing .dsc after fetching the tarballs; the checksum below decides
-  apt-get source --download-only "lammps=$LAMMPS2025_DEB_VERSION" || true
-  echo "$LAMMPS2025_SHA256  $LAMMPS2025_ORIG" | sha256sum -c --quiet \
-    || { echo "[fetch] $LAMMPS2025_ORIG missing or corrupt" >&2; exit 1; }
-fi
 
-if [ ! -f "$SRC/kokkos-3.4.01/.complete" ]; then
-  echo "[fetch] extracting Kokkos 3.4.01 from trilinos"
-  rm -rf "$SRC/kokkos-3.4.01" "$SRC/tmp-tri"; mkdir -p "$SRC/tmp-tri"
-  top=$(tar tzf trilinos_13.2.0.orig.tar.gz | head -n1 | cut -d/ -f1 || true)
-  tar xzf trilinos_13.2.0.orig.tar.gz -C "$SRC/tmp-tri" "$top/packages/kokkos"
-  mv "$SRC/tmp-tri/$top/packages/kokkos" "$SRC/kokkos-3.4.01"; rm -rf "$SRC/tmp-tri"
-  grep -q "3.4.01\|KOKKOS_VERSION_PATCH 01\|Kokkos_VERSION_PATCH 01" -r "$SRC/kokkos-3.4.01/CMakeLists.txt" || true
-  touch "$SRC/kokkos-3.4.01/.complete"
-fi
-if [ ! -f "$SRC/lammps-20210929u2/.complete" ]; then
-  echo "[fetch] extracting trimmed LAMMPS"
-  rm -rf "$SRC/lammps-20210929u2" "$SRC/tmp-lmp"; mkdir -p "$SRC/tmp-lmp"
-  top=$(tar tJf lammps_20220106.git7586adbb6a+ds1.orig.tar.xz | head -n1 | cut -d/ -f1 || true)
-  tar xJf lammps_20220106.git7586adbb6a+ds1.orig.tar.xz -C "$SRC/tmp-lmp" \
-      --wildcards "$top/cmake" "$top/src/*.cpp" "$top/src/*.h" "$top/src/fmt" "$top/src/KOKKOS" \
-      "$top/src/STUBS" "$top/src/PLUGIN" "$top/src/KSPACE" "$top/src/MOLECULE" "$top/src/EXTRA-COMPUTE" \
-      "$top/src/MANYBODY" "$top/src/OPENMP" "$top/examples/plugins" "$top/LICENSE" "$top/README" 2>/dev/null || \
-  tar xJf lammps_20220106.git7586adbb6a+ds1.orig.tar.xz -C "$SRC/tmp-lmp" \
-      --wildcards "$top/cmake" "$top/src/*.cpp" "$top/src/*.h" "$top/src/fmt" "$top/src/KOKKOS" \
-      "$top/src/STUBS" "$top/src/PLUGIN" "$top/src/KSPACE" "$top/src/MOLECULE" "$top/src/EXTRA-COMPUTE" "$top/LICENSE"
-  mv "$SRC/tmp-lmp/$top" "$SRC/lammps-20210929u2"; rm -rf "$SRC/tmp-lmp"
-  touch "$SRC/lammps-20210929u2/.complete"
-fi
-if [ ! -f "$SRC/lammps-20250204/.complete" ]; then
-  echo "[fetch] extracting trimmed LAMMPS 4 Feb 2025"
-  rm -rf "$SRC/lammps-20250204" "$SRC/tmp-lmp25"; mkdir -p "$SRC/tmp-lmp25"
-  top=$(tar tJf "$LAMMPS2025_ORIG" | head -n1 | cut -d/ -f1 || true)
-  # core, the packages we build (PLUGIN, MANYBODY), the force-style test harness and the plugin examples
-  tar xJf "$LAMMPS2025_ORIG" -C "$SRC/tmp-lmp25" --wildcards --no-wildcards-match-slash "$top/cmake" "$top/src/*.cpp" "$top/src/*.h" \
-      "$top/src/fmt" "$top/src/STUBS" "$top/src/PLUGIN" "$top/src/MANYBODY" "$top/unittest/force-styles" \
-      "$top/unittest/testing" "$top/examples/plugins" "$top/LICENSE" "$top/README"
-  mv "$SRC/tmp-lmp25/$top" "$SRC/lammps-20250204"; rm -rf "$SRC/tmp-lmp25"
-  touch "$SRC/lammps-20250204/.complete"
-fi
-echo "[fetch] done: $SRC"
+# Debian orig tarball FILE of source package PKG=VERSION from SUITE, checked against SHA256.
+fetch_orig() {
+  local suite=$1 pkgver=$2 file=$3 sha=$4
+  if echo "$sha  $file" | (cd "$DL" && sha256sum -c --status) 2>/dev/null; then return; fi
+  ensure_deb_src "$suite"
+  rm -f "$DL/$file"
+  # apt-get fails on the missing .dsc after fetching the tarballs; the checksum below decides
+  (cd "$DL" && apt-get source --download-only "$pkgver" >&2) || true
+  echo "$sha  $file" | (cd "$DL" && sha256sum -c --quiet) || { log "$file missing or corrupt"; exit 1; }
+}
+
+# Kokkos TAG: the vendored xz archive (sha256 from the vendor folder's SHA256SUMS) or the upstream archive.
+fetch_kokkos() {
+  local tag=$1 dest=$SRC/kokkos-$1 archive
+  [ -f "$dest/.complete" ] && return
+  if [ -f "$VENDOR/kokkos-$tag.tar.xz" ]; then
+    archive=$VENDOR/kokkos-$tag.tar.xz
+    (cd "$VENDOR" && grep " kokkos-$tag.tar.xz\$" SHA256SUMS | sha256sum -c --quiet) \
+      || { log "$archive does not match $VENDOR/SHA256SUMS"; exit 1; }
+  else
+    local md5_var=KOKKOS_MD5_${tag//./_}
+    [ -n "${!md5_var:-}" ] || { log "Kokkos $tag: not in $VENDOR and no pinned checksum to download it with"; exit 1; }
+    archive=$DL/kokkos-$tag.tar.gz
+    if ! echo "${!md5_var}  $archive" | md5sum -c --status 2>/dev/null; then
+      log "downloading Kokkos $tag"
+      curl -fsSL -o "$archive" "https://github.com/kokkos/kokkos/archive/refs/tags/$tag.tar.gz" \
+        || { log "could not download Kokkos $tag"; exit 1; }
+      echo "${!md5_var}  $archive" | md5sum -c --quiet || { log "downloaded Kokkos $tag is corrupt"; exit 1; }
+    fi
+  fi
+  log "unpacking Kokkos $tag from $archive"
+  rm -rf "$dest" "$SRC/tmp-kokkos"; mkdir -p "$SRC/tmp-kokkos"
+  tar xf "$archive" -C "$SRC/tmp-kokkos"
+  mv "$SRC/tmp-kokkos/kokkos-$tag" "$dest"; rm -rf "$SRC/tmp-kokkos"
+  touch "$dest/.complete"
+}
+
+# Unpacks the parts PARTS... of the LAMMPS orig tarball FILE into $SRC/DIR.
+unpack_lammps() {
+  local file=$1 dir=$2; shift 2
+  [ -f "$SRC/$dir/.complete" ] && return
+  log "unpacking trimmed LAMMPS into $SRC/$dir"
+  rm -rf "$SRC/$dir" "$SRC/tmp-$dir"; mkdir -p "$SRC/tmp-$dir"
+  local top parts=()
+  # the top-level folder (lammps-4Feb2025/), or "." where the tarball has none (the 2026 orig tarball)
+  top=$(dirname "$(tar tf "$DL/$file" | grep -m1 -E '^([^/]+/)?LICENSE$' || true)")
+  for p in "$@"; do if [ "$top" = . ]; then parts+=("$p"); else parts+=("$top/$p"); fi; done
+  tar xf "$DL/$file" -C "$SRC/tmp-$dir" --wildcards --no-wildcards-match-slash "${parts[@]}"
+  if [ "$top" = . ]; then mv "$SRC/tmp-$dir" "$SRC/$dir"; else mv "$SRC/tmp-$dir/$top" "$SRC/$dir"; rm -rf "$SRC/tmp-$dir"; fi
+  touch "$SRC/$dir/.complete"
+}
+for item in "${ITEMS[@]}"; do
+  case "$item" in
+    kokkos-*) fetch_kokkos "${item#kokkos-}";;
+    lammps-2025)
+      fetch_orig trixie "lammps=$LAMMPS2025_DEB_VERSION" "$LAMMPS2025_ORIG" "$LAMMPS2025_SHA256"
+      unpack_lammps "$LAMMPS2025_ORIG" "$(basename "$(lammps_src 2025)")" "${LAMMPS2025_PARTS[@]}";;
+    lammps-2026)
+      fetch_orig sid "lammps=$LAMMPS2026_DEB_VERSION" "$LAMMPS2026_ORIG" "$LAMMPS2026_SHA256"
+      unpack_lammps "$LAMMPS2026_ORIG" "$(basename "$(lammps_src 2026)")" "${LAMMPS2026_PARTS[@]}";;
+    *) log "fetch_sources.sh: unknown item $item"; exit 2;;
+  esac
+done
+log "sources ready in $SRC: ${ITEMS[*]}"

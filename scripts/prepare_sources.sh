@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
-# Prepares the LAMMPS source tree that the Batmobile LAMMPS build uses and prints its path (last line):
-#   $BATMOBILE_CACHE/src/lammps-<tag>-kokkos-p<patchhash>/   = the trimmed LAMMPS tree (hard links, cheap)
-#   with lib/kokkos = Kokkos 3.4.01 plus patches/kokkos applied (LAMMPS builds Kokkos from lib/kokkos;
-#   pointing it at an installed Kokkos fails with CMake 4 + CUDA, see docs/development.md).
-# Works offline when the unpacked trees exist (the GPU machine unpacks them from .carry/ first).
+# Prepares a source tree for the builds and prints its path (last line):
+#   prepare_sources.sh kokkos        Kokkos 4.5.01 with patches/kokkos applied (the CUDA 13 guard):
+#                                    $BATMOBILE_CACHE/src/kokkos-4.5.01-p<patch hash>/
+#   prepare_sources.sh lammps-2025   the trimmed LAMMPS 4 Feb 2025 tree (hard links, cheap) whose lib/kokkos is that
+#                                    Kokkos, which LAMMPS's KOKKOS package then builds in-tree
+#   prepare_sources.sh lammps-2026   the trimmed LAMMPS 4 Jul 2026 tree as unpacked (no KOKKOS)
+# Works offline when the unpacked trees exist.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
 SRC=$BATMOBILE_CACHE/src
-if [ ! -f "$SRC/lammps-$LAMMPS_TAG/.complete" ] || [ ! -f "$SRC/kokkos-$KOKKOS_TAG/.complete" ]; then
-  "$HERE/fetch_sources.sh" >&2
-fi
-PH=$(kokkos_patch_hash)
-KP=$SRC/kokkos-$KOKKOS_TAG-p$PH
-if [ ! -f "$KP/.complete" ]; then
-  log "patching Kokkos into $KP"
-  rm -rf "$KP"; cp -a "$SRC/kokkos-$KOKKOS_TAG" "$KP"; rm -f "$KP/.complete"
-  "$HERE/apply_kokkos_patches.sh" "$KP"
-  touch "$KP/.complete"
-fi
-LV=$SRC/lammps-$LAMMPS_TAG-kokkos-p$PH
-if [ ! -f "$LV/.complete" ]; then
-  log "assembling LAMMPS tree $LV"
-  rm -rf "$LV"; cp -al "$SRC/lammps-$LAMMPS_TAG" "$LV"; rm -f "$LV/.complete"
-  mkdir -p "$LV/lib"; ln -sfn "$KP" "$LV/lib/kokkos"
-  touch "$LV/.complete"
-fi
-echo "$LV"
+WHAT=${1:-lammps-2025}
+
+patched_kokkos() {
+  [ -f "$SRC/kokkos-$KOKKOS_TAG/.complete" ] || "$HERE/fetch_sources.sh" "kokkos-$KOKKOS_TAG"
+  local kp=$SRC/kokkos-$KOKKOS_TAG-p$(kokkos_patch_hash)
+  if [ ! -f "$kp/.complete" ]; then
+    log "patching Kokkos into $kp"
+    rm -rf "$kp"; cp -a "$SRC/kokkos-$KOKKOS_TAG" "$kp"; rm -f "$kp/.complete"
+    "$HERE/apply_kokkos_patches.sh" "$kp"
+    touch "$kp/.complete"
+  fi
+  echo "$kp"
+}
+
+case "$WHAT" in
+  kokkos) patched_kokkos;;
+  lammps-2025)
+    KP=$(patched_kokkos)
+    LT=$(lammps_src 2025)
+    [ -f "$LT/.complete" ] || "$HERE/fetch_sources.sh" lammps-2025
+    LV=$LT-kokkos-p$(kokkos_patch_hash)
+    if [ ! -f "$LV/.complete" ]; then
+      log "assembling LAMMPS tree $LV"
+      rm -rf "$LV"; cp -al "$LT" "$LV"; rm -f "$LV/.complete"
+      mkdir -p "$LV/lib"; ln -sfn "$KP" "$LV/lib/kokkos"
+      touch "$LV/.complete"
+    fi
+    echo "$LV";;
+  lammps-2026)
+    LT=$(lammps_src 2026)
+    [ -f "$LT/.complete" ] || "$HERE/fetch_sources.sh" lammps-2026
+    echo "$LT";;
+  *) log "prepare_sources.sh: unknown tree $WHAT (kokkos, lammps-2025 or lammps-2026)"; exit 2;;
+esac

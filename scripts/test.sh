@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Everything, from a fresh Debian 12 machine to test results: installs Debian packages, fetches the LAMMPS
-# and Kokkos sources from Debian's archive, builds a host Kokkos, LAMMPS 29 Sep 2021 with the Batmobile styles
-# and LAMMPS 4 Feb 2025 twice (with the CPU style compiled in; stock, for the plugin), all cached under
-# $BATMOBILE_CACHE (default ~/.cache/batmobile), builds the stand-alone project with its tests, runs CTest
-# (GoogleTest suites + LAMMPS tests of both versions) and the Python tests. Exits non-zero on any failure.
+# Everything, from a fresh Debian 12 machine to test results: installs Debian packages, fetches the sources (Kokkos
+# from ../shared/vendor or upstream, LAMMPS from Debian's archive), builds a host Kokkos 4.5, LAMMPS 4 Feb 2025 with
+# KOKKOS twice (stock with batmobileplugin.so built against it, as users run it; with our styles compiled in, sharing
+# LAMMPS's objects through ccache), a stock LAMMPS 4 Jul 2026 with its plugin, and the Kokkos 5 readiness compile
+# check (Kokkos 4.6, C++20, deprecated code off), all cached under $BATMOBILE_CACHE (default ~/.cache/batmobile);
+# then builds the stand-alone project with its tests and runs CTest (GoogleTest suites + LAMMPS tests) and the
+# Python tests. Exits non-zero on any failure.
 # Environment: BATMOBILE_JOBS (parallel jobs, default nproc), BATMOBILE_TEST_BUILD (default build/test-cpu).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -14,21 +16,24 @@ stage() { log "=== $* ($(( $(date +%s) - T0 )) s elapsed)"; }
 
 stage "Debian packages"
 "$HERE/install_debian_deps.sh"
-stage "sources + host Kokkos"
+stage "sources + host Kokkos $KOKKOS_TAG"
+"$HERE/fetch_sources.sh"
 KOKKOS_PREFIX=$("$HERE/build_kokkos_host.sh" | tail -n1)
-stage "LAMMPS + KOKKOS + Batmobile styles"
-LAMMPS_BUILD=$("$HERE/build_lammps.sh" --backend openmp | tail -n1)
-stage "LAMMPS 4 Feb 2025, stock (for the plugin)"
-LAMMPS2025_STOCK=$("$HERE/build_lammps.sh" --lammps 2025 --plugin-only | tail -n1)
-stage "LAMMPS 4 Feb 2025 + pair_style batmobile"
-LAMMPS2025_BUILD=$("$HERE/build_lammps.sh" --lammps 2025 | tail -n1)
+stage "LAMMPS 4 Feb 2025 + KOKKOS, stock, and the plugin"
+LAMMPS_STOCK=$("$HERE/build_lammps.sh" --plugin-only | tail -n1)
+stage "LAMMPS 4 Feb 2025 + KOKKOS with the Batmobile styles compiled in"
+LAMMPS_BUILD=$("$HERE/build_lammps.sh" | tail -n1)
+stage "LAMMPS 4 Jul 2026, stock, and the plugin"
+LAMMPS2026_STOCK=$("$HERE/build_lammps.sh" --lammps 2026 --plugin-only | tail -n1)
+stage "Kokkos 5 readiness: Kokkos $KOKKOS_NEXT_TAG, C++20, deprecated code off"
+"$HERE/check_kokkos_next.sh"
 
 stage "stand-alone project (kernels, model, tests)"
 B=${BATMOBILE_TEST_BUILD:-$BATMOBILE_REPO/build/test-cpu}
 TORCH_PREFIX=$(/usr/bin/python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$KOKKOS_PREFIX" \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" \
-  -DBATMOBILE_LAMMPS2025_BUILD="$LAMMPS2025_BUILD" -DBATMOBILE_LAMMPS2025_STOCK_BUILD="$LAMMPS2025_STOCK" \
+  -DBATMOBILE_LAMMPS_STOCK_BUILD="$LAMMPS_STOCK" -DBATMOBILE_LAMMPS2026_STOCK_BUILD="$LAMMPS2026_STOCK" \
   -DBATMOBILE_PYTHON=/usr/bin/python3 -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build "$B" -j "$(build_jobs)"
 

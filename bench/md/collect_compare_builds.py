@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Summarises scripts/gpu/compare_builds.sh runs into one JSON.
 
-Input lines (compare_raw.txt): timed runs `NAME ATOMS REPEAT STEPS_PER_S` and checks `check NAME ATOMS |STEP TEMP PE
-ETOTAL PRESS` (the `run 0` thermo line with fp64 kernels), NAME old or new.
-Output per case: each build's runs, mean and standard error of steps/s, new/old ratio, and whether the two builds gave
-the same energy and pressure (relative difference at most --rtol; a larger one means changed behaviour).
+Input lines (compare_raw.txt): timed runs `NAME ATOMS REPEAT STEPS_PER_S [POTENTIAL]` and checks `check NAME ATOMS
+[POTENTIAL] |STEP TEMP PE ETOTAL PRESS` (the `run 0` thermo line with fp64 kernels), NAME old or new, POTENTIAL the
+model file's name (default water_fast).
+Output per case (atoms, potential): each build's runs, mean and standard error of steps/s, ratio = new / old, and
+whether the two builds gave the same energy and pressure (relative difference at most --rtol; a larger one means
+changed behaviour).
   collect_compare_builds.py RAW OUT.json --old SHA --new SHA --machine NAME --command CMD
 """
 import argparse
@@ -17,8 +19,8 @@ import sys
 def parse(lines):
     cases = {}
 
-    def case(atoms):
-        return cases.setdefault(int(atoms), {"old": [], "new": [], "check": {}})
+    def case(atoms, potential="water_fast"):
+        return cases.setdefault((int(atoms), potential), {"old": [], "new": [], "check": {}})
 
     for line in lines:
         if not line.strip():
@@ -26,12 +28,12 @@ def parse(lines):
         head, _, thermo = line.partition("|")
         words = head.split()
         if words[0] == "check":
-            case(words[2])["check"][words[1]] = [float(v) for v in thermo.split()]
+            case(*words[2:4])["check"][words[1]] = [float(v) for v in thermo.split()]
             continue
-        name, atoms, _repeat, sps = words
+        name, atoms, _repeat, sps = words[:4]
         value = float(sps)
         if math.isfinite(value):
-            case(atoms)[name].append(value)
+            case(atoms, *words[4:5])[name].append(value)
     return cases
 
 
@@ -50,13 +52,13 @@ def summary(runs):
 
 def summarise(cases, rtol):
     out = []
-    for atoms in sorted(cases):
-        c = cases[atoms]
+    for atoms, potential in sorted(cases):
+        c = cases[(atoms, potential)]
         old, new = summary(c["old"]), summary(c["new"])
         ratio = new["mean"] / old["mean"] if old["mean"] and new["mean"] else None
         check_old, check_new = c["check"].get("old"), c["check"].get("new")
-        out.append({"atoms": atoms, "old_steps_per_second": old, "new_steps_per_second": new,
-                    "ratio_new_over_old": ratio,
+        out.append({"atoms": atoms, "potential": potential, "old_steps_per_second": old,
+                    "new_steps_per_second": new, "ratio": ratio,
                     "atom_steps_per_second_new": new["mean"] * atoms if new["mean"] else None,
                     "same_energy_and_pressure": same_values(check_old, check_new, rtol),
                     "run0_fp64_old": check_old, "run0_fp64_new": check_new})
@@ -83,8 +85,9 @@ def main(argv=None):
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
     for c in cases:
-        print(f"{c['atoms']:>8} atoms: old {c['old_steps_per_second']['mean']} new {c['new_steps_per_second']['mean']} "
-              f"ratio {c['ratio_new_over_old']} same energy and pressure {c['same_energy_and_pressure']}")
+        print(f"{c['atoms']:>8} atoms {c['potential']}: old {c['old_steps_per_second']['mean']} "
+              f"new {c['new_steps_per_second']['mean']} ratio {c['ratio']} "
+              f"same energy and pressure {c['same_energy_and_pressure']}")
     return 0 if all(c["same_energy_and_pressure"] for c in cases) else 1
 
 

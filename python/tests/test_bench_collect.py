@@ -62,32 +62,6 @@ def test_committed_result_files_name_their_provenance():
             assert all(doc["provenance"].values()), name
 
 
-def test_lammps2025_collector_ratio_and_breakdown(tmp_path):
-    """bench/md/collect_lammps2025.py: per size the mean steps/s of each build (nan runs left out), their ratio, and
-    the 2025 runs' LAMMPS timing breakdown (% of the loop) averaged over the runs."""
-    import json
-    import subprocess
-    import sys
-    (tmp_path / "runs.txt").write_text("648 device_cuda 1 900.0\n648 kk 1 1000.0\n648 device_cuda 2 nan\n"
-                                       "648 kk 2 1000.0\n")
-    table = ("MPI task timing breakdown:\nSection |  min time  |  avg time  |  max time  |%varavg| %total\n"
-             "---------------------------------------------------------------\n"
-             "Pair    | 1.0 | 1.0 | 1.0 |   0.0 | {pair}\nNeigh   | 0.1 | 0.1 | 0.1 |   0.0 | {neigh}\n"
-             "Other   |            | 0.01       |            |       |  1.00\n")
-    (tmp_path / "device_cuda_648_r1.log").write_text(table.format(pair="90.00", neigh="9.00"))
-    (tmp_path / "device_cuda_648_r2.log").write_text(table.format(pair="80.00", neigh="19.00"))
-    out = tmp_path / "out.json"
-    script = os.path.join(HERE, "..", "..", "bench", "md", "collect_lammps2025.py")
-    subprocess.run([sys.executable, script, str(tmp_path), "--commit", "abc", "--machine", "H200", "--command", "x",
-                    "--out", str(out)], check=True, capture_output=True)
-    doc = json.load(open(out))
-    assert doc["provenance"] == {"commit": "abc", "machine": "H200", "command": "x"}
-    case = doc["cases"][0]
-    assert case["atoms"] == 648 and case["steps_per_second"] == 900.0 and case["kk_steps_per_second"] == 1000.0
-    assert abs(case["ratio_vs_kk"] - 0.9) < 1e-12
-    assert case["loop_time_percent_2025"] == {"Pair": 85.0, "Neigh": 14.0, "Other": 1.0}
-
-
 def test_add_e3nn_times_each_box_once_and_records_failures(monkeypatch):
     calls = []
 

@@ -71,36 +71,37 @@ done
 LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
 LMP_NEW=$(grep '^LMP=' "$STATE/new.env" | cut -d= -f2-)
 CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"}
+POTS=${BATMOBILE_COMPARE_POTENTIALS:-water_fast}   # model files of potentials/, without .pt
 PREC=${BATMOBILE_COMPARE_PRECISION:-mixed}
 export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
-md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION
-  md_bench_args "$1" "$3/potentials/water_fast.pt" "$4" "$5" "$6" "$7" "$8" "$9"
+md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION (potential $POT)
+  md_bench_args "$1" "$3/potentials/$POT.pt" "$4" "$5" "$6" "$7" "$8" "$9"
   timeout 240 "$2" "${MD_BENCH_ARGS[@]}"
 }
 run_one() {  # run_one NAME TREE LMP ATOMS RX RY RZ STEPS REPEAT: a timed run
-  local log="$OUT/md_$1_$4_r$9.log" sps
+  local log="$OUT/md_$1_${POT}_$4_r$9.log" sps
   md "$log" "$3" "$2" "$5" "$6" "$7" "$8" 5 "$PREC"
   sps=$(grep -oE "[0-9.]+ timesteps/s" "$log" | tail -n1 | cut -d' ' -f1)
-  echo "$1 $4 $9 ${sps:-nan}" | tee -a "$RAW"
+  echo "$1 $4 $9 ${sps:-nan} $POT" | tee -a "$RAW"
 }
 check_one() {  # check_one NAME TREE LMP ATOMS RX RY RZ PRECISION: `run 0`, the thermo line (step temp pe etotal press)
-  local log="$OUT/check_$1_$4_$8.log" thermo
+  local log="$OUT/check_$1_${POT}_$4_$8.log" thermo
   md "$log" "$3" "$2" "$5" "$6" "$7" 0 0 "$8"
   thermo=$(awk '/^ *Step /{t=1; next} /^Loop time/{t=0} t && NF==5 {line=$0} END{print line}' "$log" | tr -s ' ')
-  if [ "$8" = double ]; then echo "check $1 $4 |$thermo" | tee -a "$RAW"
-  else echo "check_$8 $1 $4 |$thermo" | tee -a "$OUT/compare_checks_$8.txt"; fi
+  if [ "$8" = double ]; then echo "check $1 $4 $POT |$thermo" | tee -a "$RAW"
+  else echo "check_$8 $1 $4 $POT |$thermo" | tee -a "$OUT/compare_checks_$8.txt"; fi
 }
 # fp64 (the two builds must agree to the printed digits: collect_compare_builds.py checks it) and, for the record,
 # the timed precision (rounding differs between builds that compile the kernels differently)
-for c in $CASES; do
+for POT in $POTS; do for c in $CASES; do
   IFS=: read -r n rx ry rz ns reps <<<"$c"
   for prec in double $([ "$PREC" = double ] || echo "$PREC"); do
     check_one old "$OLD" "$LMP_OLD" "$n" "$rx" "$ry" "$rz" "$prec"
     check_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz" "$prec"
   done
-done
-for c in $CASES; do
+done; done
+for POT in $POTS; do for c in $CASES; do
   IFS=: read -r n rx ry rz ns reps <<<"$c"
   for ((r = 1; r <= reps; ++r)); do
     # alternate which build runs first, so that a drift of the machine does not favour one
@@ -110,7 +111,8 @@ for c in $CASES; do
       else run_one new "$NEW" "$LMP_NEW" "$n" "$rx" "$ry" "$rz" "$ns" "$r"; fi
     done
   done
-done
+done; done
+POT=water_fast
 trace_build() {  # trace_build old|new SUFFIX LABELS: that build's timeline of the case n rx ry rz ns being traced
   local lmp=LMP_${1^^} tree=${1^^}
   cupti_trace "$OUT/libbm_cupti_trace.so" "${!lmp}" "${!tree}" "$OUT/trace_$1_$n$2" "$n" "$rx" "$ry" "$rz" "$ns" "$3"
@@ -130,4 +132,4 @@ fi
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
   --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(cat "$NEW/.commit" 2>/dev/null || git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --precision "$PREC" \
-  --command "BATMOBILE_COMPARE_CASES='$CASES' BATMOBILE_COMPARE_PRECISION=$PREC scripts/gpu/compare_builds.sh bench $2 OUTDIR"
+  --command "BATMOBILE_COMPARE_CASES='$CASES' BATMOBILE_COMPARE_POTENTIALS='$POTS' BATMOBILE_COMPARE_PRECISION=$PREC scripts/gpu/compare_builds.sh bench $2 OUTDIR"

@@ -37,7 +37,7 @@
 //       kernels capture its weight table (ModelData, ~450 B) and are over that size: the host stalled at each of
 //       them and the GPU could run dry behind it (small MD steps, where launches are not hidden behind kernels).
 // Constant memory: 2 x sizeof(ParallelFor driver) per kernel type that is launched this way, beside Kokkos's own
-// 32 KB (64 KB per translation unit in all). Relies on Kokkos 3.4 internals (Impl::ParallelFor's constructor and
+// 32 KB (64 KB per translation unit in all). Relies on Kokkos 4 internals (Impl::ParallelFor's constructor and
 // device operator(), its shared-memory layout: sizeof(double) * (team_size + 2) bytes of team reduction space
 // before the team scratch), like cuda_cache.hpp.
 #pragma once
@@ -136,7 +136,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
       LaunchKey key[2] = {};          // that driver's launch
       unsigned char functor_bytes[2][sizeof(Functor)] = {};  // and its functor's bytes
       cudaEvent_t done[2];
-      Driver* staging = nullptr;
+      unsigned char* staging = nullptr;  // two drivers' bytes, pinned (the copies into the slots read them)
       State() {
         for (auto& e : done) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "const slots: event");
         check_cuda(cudaMallocHost(reinterpret_cast<void**>(&staging), 2 * sizeof(Driver)), "const slots: staging");
@@ -163,15 +163,19 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
       // the kernel that last read this slot (two launches of this kernel ago), and so the copy into it from the
       // staging driver, must be done before either is overwritten
       check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
-      if (st.held[slot]) st.staging[slot].~Driver();
-      // the driver's Views are untracked copies, as in Kokkos::parallel_for (no reference counts from the launch)
-      Kokkos::Impl::shared_allocation_tracking_disable();
-      new (&st.staging[slot]) Driver(functor, inner);
-      Kokkos::Impl::shared_allocation_tracking_enable();
+      {
+        // the driver's Views are untracked copies, as in Kokkos::parallel_for (no reference counts from the launch)
+        Kokkos::Impl::shared_allocation_tracking_disable();
+        const Driver driver(functor, inner);
+        Kokkos::Impl::shared_allocation_tracking_enable();
+        // Only its bytes are kept: a live Kokkos 4 driver holds one of the instance's ten team-scratch slots, which
+        // its destructor, at the end of this block, gives back. The device code reads no host-side state of it.
+        std::memcpy(st.staging + slot * sizeof(Driver), static_cast<const void*>(&driver), sizeof(Driver));
+      }
       st.held[slot] = true;
       st.key[slot] = key;
       std::memcpy(st.functor_bytes[slot], static_cast<const void*>(&functor), sizeof(Functor));
-      check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, &st.staging[slot], sizeof(Driver),
+      check_cuda(cudaMemcpyToSymbolAsync(detail::const_slots<Driver>, st.staging + slot * sizeof(Driver), sizeof(Driver),
                                          slot * sizeof(detail::const_slots<Driver>[0]), cudaMemcpyHostToDevice,
                                          stream),
                  "const slots: copy of " + name);

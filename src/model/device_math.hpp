@@ -13,7 +13,7 @@ constexpr int kNodeTeam = 128;  // GPU threads per team in the node kernels
 constexpr int kNodeAtoms = 4;
 
 template <class T>
-KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::Experimental::exp(-x)); }
+KOKKOS_INLINE_FUNCTION T sigmoid(T x) { return T(1) / (T(1) + Kokkos::exp(-x)); }
 
 // Degree l of the spherical-harmonic component k = l^2 + m.
 KOKKOS_INLINE_FUNCTION int degree_of(int k) {

@@ -203,7 +203,7 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           const int a = n / (Lt + 1), l = n % (Lt + 1);
           T ss = 0;
           for (int x_ = l * l * C; x_ < (l + 1) * (l + 1) * C; ++x_) ss += hps[x_ * NA + a] * hps[x_ * NA + a];
-          const T rms = Kokkos::Experimental::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
+          const T rms = Kokkos::sqrt(ss / T((2 * l + 1) * C) + T(kNormEps));
           rms_norm(i0 + a, l) = rms;
           rs[l * NA + a] = rms;
         });

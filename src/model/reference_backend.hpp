@@ -18,7 +18,7 @@ void reference_forward_layer(const ModelData<T, ExecSpace> md, const Step<ExecSp
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = step.nl, na = step.na, K = md.K, C = md.C, KC = K * C, A = md.A, dk = md.dk, AD = A * dk, P = md.P;
   const int CperA = C / A, weights = layer.weights;
-  const T inv_sqrt_dk = T(1) / Kokkos::Experimental::sqrt(T(dk));
+  const T inv_sqrt_dk = T(1) / Kokkos::sqrt(T(dk));
   const bool use_rcache = step.use_rcache;
   auto x = step.graph.x;
   auto recv_off = step.graph.recv_offsets;
@@ -49,7 +49,7 @@ void reference_forward_layer(const ModelData<T, ExecSpace> md, const Step<ExecSp
           const double xj[3] = {x(j, 0), x(j, 1), x(j, 2)};
           edge_geometry<T>(md, xi, xj, false, g);
           if (!(g.env > T(0))) continue;
-          const T log_env = Kokkos::Experimental::log(g.env);
+          const T log_env = Kokkos::log(g.env);
           for (int a = 0; a < A; ++a) {
             T s = 0;
             for (int q = 0; q < dk; ++q) s += qv(i, a * dk + q) * kv(j, a * dk + q);
@@ -80,7 +80,7 @@ void reference_forward_layer(const ModelData<T, ExecSpace> md, const Step<ExecSp
             s *= inv_sqrt_dk;
             for (int n = 0; n < md.NB; ++n) s += md.w(weights + md.o_Wg + a * md.NB + n) * g.B[n];
             // e = exp(s + log u - M): the max edge has weight 1, so Z >= 1 (o does not depend on M)
-            ex[a] = g.env > T(0) ? Kokkos::Experimental::exp(s + Kokkos::Experimental::log(g.env) - M[a]) : T(0);
+            ex[a] = g.env > T(0) ? Kokkos::exp(s + Kokkos::log(g.env) - M[a]) : T(0);
             Z[a] += ex[a];
           }
           for (int k = 0; k < K; ++k)
@@ -113,7 +113,7 @@ void reference_backward_layer(const ModelData<T, ExecSpace> md, const Step<ExecS
   using Policy = Kokkos::RangePolicy<ExecSpace>;
   const int nl = step.nl, na = step.na, K = md.K, C = md.C, KC = K * C, L = md.L, A = md.A, dk = md.dk, AD = A * dk;
   const int P = md.P, CperA = C / A, weights = layer.weights;
-  const T inv_sqrt_dk = T(1) / Kokkos::Experimental::sqrt(T(dk));
+  const T inv_sqrt_dk = T(1) / Kokkos::sqrt(T(dk));
   const bool use_rcache = step.use_rcache;
   auto x = step.graph.x;
   auto recv_off = step.graph.recv_offsets;
@@ -146,7 +146,7 @@ void reference_backward_layer(const ModelData<T, ExecSpace> md, const Step<ExecS
             s *= inv_sqrt_dk;
             for (int n = 0; n < md.NB; ++n) s += md.w(weights + md.o_Wg + a * md.NB + n) * g.B[n];
             const bool inside = g.env > T(0);
-            const T ex = inside ? Kokkos::Experimental::exp(s + Kokkos::Experimental::log(g.env) - smax(i, a)) : T(0);
+            const T ex = inside ? Kokkos::exp(s + Kokkos::log(g.env) - smax(i, a)) : T(0);
             const T denom = zsum(i, a) > T(0) ? zsum(i, a) : T(1);
             Pa[a] = ex / denom;
             T D = 0;

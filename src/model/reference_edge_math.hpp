@@ -51,17 +51,17 @@ template <class T, class D>
 KOKKOS_INLINE_FUNCTION void edge_geometry(const D& md, const double* xi, const double* xj, bool with_grad,
                                           EdgeGeom<T>& g) {
   double r[3] = {xj[0] - xi[0], xj[1] - xi[1], xj[2] - xi[2]};
-  double d = Kokkos::Experimental::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  double d = Kokkos::sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
   for (int a = 0; a < 3; ++a) {
     g.r[a] = T(r[a]);
     g.u_hat[a] = T(r[a] / d);
   }
   g.d = T(d);
   const T rc = md.r_c, dd = g.d;
-  const T pref = Kokkos::Experimental::sqrt(T(2) / rc);
+  const T pref = Kokkos::sqrt(T(2) / rc);
   for (int n = 0; n < md.NB; ++n) {
     const T kn = T(n + 1) * T(kPi) / rc;
-    const T s = Kokkos::Experimental::sin(kn * dd), c = Kokkos::Experimental::cos(kn * dd);
+    const T s = Kokkos::sin(kn * dd), c = Kokkos::cos(kn * dd);
     g.B[n] = pref * s / dd;
     if (with_grad) g.dB[n] = pref * (kn * c / dd - s / (dd * dd));
   }

@@ -51,7 +51,7 @@ void build_sender_csr(int nl, int na, const Kokkos::View<int*, ExecSpace>& roff,
             ++b;
             return;
           }
-          Kokkos::atomic_increment(&soff(group(j) + 1));
+          Kokkos::atomic_inc(&soff(group(j) + 1));
         },
         tb);
     return tb;

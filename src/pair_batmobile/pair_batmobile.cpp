@@ -40,7 +40,7 @@ bool g_we_initialized_kokkos = false;
 void ensure_kokkos(LAMMPS *lmp, const char *style)
 {
   if (Kokkos::is_initialized()) return;
-  Kokkos::InitArguments args;
+  Kokkos::InitializationSettings settings;
   if (PairBatmobile::gpu_build()) {
     // (Kokkos initialises its GPU back-end either way and would abort without one)
     const int gpus = PairBatmobile::gpu_count();
@@ -54,9 +54,9 @@ void ensure_kokkos(LAMMPS *lmp, const char *style)
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
 #endif
-    args.device_id = local_rank % gpus;
+    settings.set_device_id(local_rank % gpus);
   }
-  Kokkos::initialize(args);
+  Kokkos::initialize(settings);
   g_we_initialized_kokkos = true;
   std::atexit([] {
     if (g_we_initialized_kokkos && Kokkos::is_initialized()) Kokkos::finalize();

@@ -313,9 +313,9 @@ void PairBatmobileKokkos<DeviceType>::init_style()
   check_settings();
   launch_logged = false;
   NeighRequest *request = batmobile_compat::request_full_list(neighbor, this, instance_me);
-  request->kokkos_host =
-      std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
-  request->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
+  request->set_kokkos_host(std::is_same<DeviceType, LMPHostType>::value &&
+                           !std::is_same<DeviceType, LMPDeviceType>::value);
+  request->set_kokkos_device(std::is_same<DeviceType, LMPDeviceType>::value);
   // LAMMPS type -> model species, on the device
   kk->type_species = Kokkos::View<int *, typename KKImpl::Exec>("bm_type_species", atom->ntypes + 1);
   auto h = Kokkos::create_mirror_view(kk->type_species);

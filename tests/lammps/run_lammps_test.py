@@ -5,8 +5,8 @@ Runs the lmp (and plugin) built by scripts/build_lammps.sh and checks its output
 0 pass, 1 fail, 77 skip (CTest SKIP_RETURN_CODE; the reason is printed on the last line).
 
 Tests:
-  help          lmp -h lists the PLUGIN package (and KOKKOS with LAMMPS 2021) and the styles the build compiles in
-                (batmobile; batmobile/kk with LAMMPS 2021), or none of them in a --plugin-only (stock) build
+  help          lmp -h lists the PLUGIN package (and KOKKOS where the build has it) and the styles the build compiles
+                in (batmobile; batmobile/kk with KOKKOS), or none of them in a --plugin-only (stock) build
   plugin        `plugin load batmobileplugin.so` registers every style the plugin was built with
   plugin_version --other BUILD   the plugin of --build loaded into the lmp of another LAMMPS version stops LAMMPS
                 with an error naming both versions
@@ -77,17 +77,22 @@ def mpirun_prefix(nranks):
     return cmd
 
 
-LAMMPS_VERSIONS = {"2021": ("29 Sep 2021", 20210929), "2025": ("4 Feb 2025", 20250204)}
+LAMMPS_VERSIONS = {"2025": ("4 Feb 2025", 20250204), "2026": ("4 Jul 2026", 20260704)}
 
 
 def lammps_of(env):
-    """'2021' or '2025': the LAMMPS version of a build (build env files before LAMMPS 2025 support are 2021)."""
-    return env.get("LAMMPS", "2021")
+    """'2025' or '2026': the LAMMPS version of a build."""
+    return env.get("LAMMPS", "2025")
+
+
+def has_kokkos(env):
+    """Whether the build's LAMMPS has the KOKKOS package (then the plugin and the build carry batmobile/kk too)."""
+    return env.get("KOKKOS", "OFF") == "ON"
 
 
 def built_styles(env):
     """(kind, name) of the styles a build compiles: every style macro, less the KOKKOS ones without KOKKOS."""
-    kokkos = lammps_of(env) == "2021"
+    kokkos = has_kokkos(env)
     return [(k, n) for k, n in style_macros() if kokkos or not (n.endswith("/kk") or "/kk/" in n)]
 
 
@@ -125,7 +130,7 @@ def test_help(env):
         fail(f"lmp -h exited with {rc}")
     sec = help_sections(out)
     packages = sec.get("installed packages", set())
-    wanted = ("KOKKOS", "PLUGIN") if lammps_of(env) == "2021" else ("PLUGIN",)
+    wanted = ("KOKKOS", "PLUGIN") if has_kokkos(env) else ("PLUGIN",)
     for pkg in wanted:
         if pkg not in packages:
             fail(f"package {pkg} missing from `lmp -h` installed packages: {sorted(packages)}")

@@ -66,9 +66,23 @@ class Env:
         if not os.path.isfile(os.path.join(ref, "model.pt")):
             fail(f"no reference data in {ref}")
 
+    @property
+    def stock(self):
+        """A stock LAMMPS: every run loads the styles from batmobileplugin.so (run_lmp)."""
+        return self.vars.get("BUILTIN") == "OFF"
+
     def has_style(self, name):
+        if self.stock:  # the plugin carries batmobile, and batmobile/kk where LAMMPS has KOKKOS
+            return os.path.isfile(self.vars.get("PLUGIN", "")) and \
+                (not name.endswith("/kk") or self.vars.get("KOKKOS") == "ON")
         out = subprocess.run([self.lmp, "-h"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
         return re.search(rf"\b{re.escape(name)}\b", out) is not None
+
+    def plugin_prefix(self, script):
+        """`plugin load` before a script for a stock LAMMPS (unless the script loads the plugin itself)."""
+        if self.stock and "plugin load" not in script:
+            return f"plugin load {self.vars.get('PLUGIN', '')}\n"
+        return ""
 
 
 def runs_on_gpu(env, kokkos=False, gpu=False):
@@ -96,6 +110,7 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
     """default_precision: a GPU run keeps the styles' default precision (else it is pinned to double)."""
     if (runs_on_gpu(env, kokkos, gpu) or "device cuda" in script) and not default_precision:
         script = pin_double_precision(script)
+    script = env.plugin_prefix(script) + script
     tmp = tempfile.mkdtemp(prefix="bm_lmp_")
     with open(os.path.join(tmp, "in.test"), "w") as f:
         f.write(script)
