@@ -2,7 +2,7 @@
 # Run HERE (a CPU machine that reaches Debian's archive). Packs what the GPU machine cannot download into the ignored
 # folder .carry/ of the repo (.tar.xz of unpacked source trees, SHA256SUMS):
 #   kokkos-4.5.01            Kokkos 4.5.01 as unpacked (scripts/fetch_sources.sh; patched there by prepare_sources.sh)
-#   lammps-20250204-*        the trimmed LAMMPS 4 Feb 2025 tree (with src/KOKKOS; without unit tests and examples)
+#   lammps-20250204-*        the trimmed LAMMPS 4 Feb 2025 tree (with src/KOKKOS and the force-style harness)
 #   googletest               Debian's GoogleTest sources (/usr/src/googletest from libgtest-dev)
 #   with --legacy TREE also the LAMMPS 29 Sep 2021 and Kokkos 3.4.01 trees that an older checkout TREE (carried
 #   as .old_tree for scripts/gpu/compare_builds.sh) builds, fetched by that checkout's own fetch_sources.sh
@@ -25,7 +25,7 @@ rm -f "$C"/*.tar.xz
 # Kokkos's CMake adds example/ and benchmarks/ as subdirectories even when they are not built; doc/ is unused.
 pack "$SRC" "kokkos-$KOKKOS_TAG" --exclude="kokkos-$KOKKOS_TAG/doc"
 L25=$(basename "$(lammps_src 2025)")
-pack "$SRC" "$L25" --exclude="$L25/examples" --exclude="$L25/unittest"
+pack "$SRC" "$L25" --exclude="$L25/examples"
 pack /usr/src googletest
 if [ "${1:-}" = --legacy ]; then
   OLD=$(cd "${2:?usage: prepare_carry.sh [--legacy OLD_TREE]}" && pwd)

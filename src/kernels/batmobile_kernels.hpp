@@ -1,4 +1,4 @@
-// Umbrella header of the Batmobile kernel library (header-only, C++17, Kokkos 3.4, namespace
+// Umbrella header of the Batmobile kernel library (header-only, C++17, Kokkos 4.5, namespace
 // batmobile::kernels). See each header's top comment for its API and view layouts:
 //   common.hpp        path sets, alpha_p, envelope, Bessel, dual numbers, static_for
 //   sh.hpp            real spherical harmonics l <= 3 (e3nn 0.6, component normalisation, polar axis y) + adjoint

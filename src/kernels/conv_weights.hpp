@@ -214,8 +214,8 @@ struct ConvEdgeWeights {
   }
 
   // Flat range policies (thread t = atom * threads per atom + rank), not team policies: these kernels need no
-  // scratch, and Kokkos 3.4 launches every team-policy kernel with the cache configuration "prefer shared", which
-  // leaves ~23 KB of L1 on the H200 for the adjoint's register spills and gathered upstream rows.
+  // scratch, and Kokkos gives every team-policy kernel a shared-memory carveout of its own choosing, which can
+  // leave little L1 for the adjoint's register spills and gathered upstream rows.
   KOKKOS_INLINE_FUNCTION void operator()(Forward, const int t) const { forward_channel(t / C, t % C); }
   KOKKOS_INLINE_FUNCTION void operator()(SendAdj, const int t) const {
     const int ts = adjoint_threads();

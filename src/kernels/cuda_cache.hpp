@@ -1,20 +1,21 @@
 // How many blocks of a Kokkos kernel fit on a CUDA SM, and the CUDA error check the kernels share.
 //
-// Kokkos 3.4 launches every team-policy kernel with cudaFuncCachePreferShared: on the H200 that is 233 KB of shared
-// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute); the fused kernels keep that
-// split (other carveouts measured no faster: docs/performance.md).
+// The fused kernels launched by cuda_launch.hpp take cudaFuncCachePreferShared: on the H200 that is 233 KB of shared
+// memory and ~23 KB of L1 per SM whatever the kernel's scratch needs (Nsight Compute; other carveouts measured no
+// faster: docs/performance.md). Kokkos 4 gives the kernels it launches a carveout sized for the blocks that their
+// registers allow, which holds as many blocks as counted here.
 //
 // Public API (namespace batmobile::kernels):
 //   check_cuda(err, what)                           throws "batmobile: WHAT: <CUDA error>" unless cudaSuccess (CUDA)
 //   blocks_per_sm<Functor, Policy>(team_size, scratch_bytes)  blocks of that kernel that fit on one SM with that
 //       much team scratch, by registers (its numRegs, allocated per warp in units of 256), threads, blocks and
-//       shared memory (the SM's whole shared capacity, as after Kokkos's "prefer shared"; Kokkos 3.4 adds
+//       shared memory (the SM's whole shared capacity, as after "prefer shared"; Kokkos adds
 //       8 (team_size + 2) bytes per block, CUDA reserves reservedSharedMemPerBlock); -1 off CUDA. Not the CUDA
 //       occupancy calculator: before a kernel's first launch that one assumes the default carveout (on the H200
 //       it picked 40/44-edge basis chunks for teams of 128 where 3 blocks of ~38 KB fit after the launch).
 //       Throws on a CUDA error. The arithmetic: blocks_per_sm_for(SmLimits, registers, team_size, scratch_bytes).
 //   multiprocessor_count<ExecSpace>()               the current CUDA device's SM count (-1 off CUDA)
-// Both name Kokkos::Impl launch types of the pinned Kokkos 3.4 (the one LAMMPS 29 Sep 2021 bundles); off CUDA, or for
+// Both name Kokkos::Impl launch types of Kokkos 4.5 (the one LAMMPS 4 Feb 2025 requires); off CUDA, or for
 // a non-CUDA execution space, they do nothing.
 #pragma once
 #include <Kokkos_Core.hpp>

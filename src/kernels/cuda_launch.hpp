@@ -2,7 +2,7 @@
 // slots per kernel used in turn, so that the host waits only for the launch before the previous one of the same kernel,
 // and copied there only when it changed.
 //
-// Why: Kokkos 3.4 launches a functor over 512 B (the fused interaction kernels' is ~1 KB) through one constant-memory
+// Why: Kokkos (3.4 and 4.5 alike) launches a functor over 512 B (the fused interaction kernels' is ~1 KB) through one constant-memory
 // buffer shared by all kernels, and before each such launch the host waits (cudaEventSynchronize) until the previous
 // one -- of any kernel -- has finished: the host cannot queue ahead of the GPU and two such kernels never overlap.
 // Its alternatives cost the fused kernels registers (ptxas sm_90, float, L = 2, radial mode 1/2; forward / capped
@@ -165,9 +165,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
       check_cuda(cudaEventSynchronize(st.done[slot]), "const slots: wait");
       {
         // the driver's Views are untracked copies, as in Kokkos::parallel_for (no reference counts from the launch)
-        Kokkos::Impl::shared_allocation_tracking_disable();
-        const Driver driver(functor, inner);
-        Kokkos::Impl::shared_allocation_tracking_enable();
+        const auto driver = Kokkos::Impl::construct_with_shared_allocation_tracking_disabled<Driver>(functor, inner);
         // Only its bytes are kept: a live Kokkos 4 driver holds one of the instance's ten team-scratch slots, which
         // its destructor, at the end of this block, gives back. The device code reads no host-side state of it.
         std::memcpy(st.staging + slot * sizeof(Driver), static_cast<const void*>(&driver), sizeof(Driver));

@@ -77,7 +77,7 @@ struct LayerParams {
   int forward_min_blocks = 4;
   // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
   // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
-  // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos 3.4 makes it;
+  // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos makes it;
   // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: it lets the two adjoint
   // kernels overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's kernels
   // (ptxas: the same as these).
@@ -85,7 +85,7 @@ struct LayerParams {
   // 1 = the pair adjoint and the sender adjoint of other ranks' ghosts (interaction_backward) on two Lanes
   // (lanes.hpp: CUDA streams) where the caller gave the sender its own force / virial accumulators
   // (InteractionWork::f_send, vatom_send); 0 = one after the other on the default instance. They overlap only with
-  // const_slot_launch = 1: through Kokkos 3.4's launch the host waits for the first kernel to finish before it
+  // const_slot_launch = 1: through Kokkos's launch the host waits for the first kernel to finish before it
   // launches the second. Default 1: the two kernels' teams fill the GPU's block slots better together than two
   // partial waves in turn.
   int concurrent_adjoints = 1;

@@ -15,7 +15,7 @@
 //   Lanes<Exec>::concurrent  true where the two lanes can overlap (CUDA)
 // Dependencies are explicit events (cudaStreamWaitEvent), not the legacy default stream's implicit ordering, so
 // that they also hold with per-thread default streams. Throws std::runtime_error on a CUDA error.
-// Kernels launched through Kokkos 3.4 with a functor over 512 B still do not overlap on two lanes: before each such
+// Kernels launched through Kokkos with a functor over 512 B still do not overlap on two lanes: before each such
 // launch the host waits for the previous one to finish (cuda_launch.hpp); the fused kernels overlap when launched
 // by parallel_for_const_slots (LayerParams::const_slot_launch).
 #pragma once

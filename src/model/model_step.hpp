@@ -69,7 +69,7 @@ struct LayerViews {
 };
 
 // Zero fill of the ghost rows of a layer-input adjoint (the node adjoint writes the owned rows whole before the edge
-// kernels add to them). One thread per value, on the execution space: Kokkos 3.4's deep_copy(view, value) fences
+// kernels add to them). One thread per value, on the execution space: Kokkos's deep_copy(view, value) fences
 // before and after, and filled whole (n_all, KC) arrays.
 template <class T, class ExecSpace>
 void zero_ghost_rows(const Rows<T, ExecSpace>& v, int nl, int na, int KC) {

@@ -41,8 +41,9 @@ NOTES = """\
 # - extract: skipped; the style exposes no per-type coefficients (one model file covers all type pairs).
 # - restart / write_data: the style writes no coefficients (restartinfo = 0), the harness re-issues pair_style and
 #   pair_coeff after read_restart and read_data, as it does for other many-body styles.
-# - omp, kokkos_omp, gpu, intel, opt: no such variants of batmobile in LAMMPS 2025 (batmobile/kk needs the KOKKOS
-#   package of LAMMPS 29 Sep 2021); the harness skips them because those packages are not installed.
+# - kokkos_omp: runs batmobile/kk (-k on t 4 -sf kk) against the same reference values.
+# - omp, gpu, intel, opt: no such variants of batmobile; the harness skips them because those packages are not
+#   installed.
 """
 
 

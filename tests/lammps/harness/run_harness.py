@@ -25,7 +25,7 @@ def main():
     env = dict(line.strip().split("=", 1) for line in open(envf) if "=" in line)
     harness = env.get("HARNESS", "")
     if not harness or not os.access(harness, os.X_OK):
-        print(f"SKIP: this LAMMPS build ({env.get('LAMMPS', '2021')}) has no force-style harness (LAMMPS 2025 only)")
+        print("SKIP: this LAMMPS build has no force-style harness (built with the styles compiled in, LAMMPS 2025)")
         sys.exit(SKIP)
     cmd = [harness, os.path.join(args.inputs, args.yaml), "-d", args.inputs, "-s"]
     print("+", " ".join(cmd), flush=True)
@@ -34,6 +34,10 @@ def main():
     print(p.stdout)
     if p.returncode == 0 and "[  PASSED  ]" not in p.stdout:
         print("FAIL: the harness exited 0 without GoogleTest's PASSED line")
+        sys.exit(1)
+    # a host KOKKOS build must run the KOKKOS variant (batmobile/kk), not skip it
+    if env.get("KOKKOS") == "ON" and env.get("BACKEND") == "openmp" and "[       OK ] PairStyle.kokkos_omp" not in p.stdout:
+        print("FAIL: LAMMPS has KOKKOS with OpenMP, but the harness did not run PairStyle.kokkos_omp")
         sys.exit(1)
     sys.exit(p.returncode)
 
