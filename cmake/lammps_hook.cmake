@@ -223,10 +223,17 @@ function(batmobile_hook_into_lammps)
     endif()
     # lammps brings LAMMPS's public defines (integer sizes, LMP_KOKKOS) and MPI. The plugin holds its own copy
     # of the model (and, without KOKKOS, of Kokkos), as liblammps does not export those (--exclude-libs above);
-    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own. With
-    # KOKKOS it runs on LAMMPS's Kokkos, whose symbols liblammps exports (_batmobile_lammps_kokkos_usage).
+    # -Bsymbolic binds that copy, so a plugin loaded into an lmp that has the styles built in runs its own.
     target_link_libraries(batmobile_styles PRIVATE ${extra_libs} lammps)
-    target_link_options(batmobile_styles PRIVATE "-Wl,-Bsymbolic")
+    if(PKG_KOKKOS)
+      # With KOKKOS the plugin runs on LAMMPS's Kokkos (_batmobile_lammps_kokkos_usage): liblammps comes first on the
+      # link line, so the Kokkos archives after it add only the functions LAMMPS itself does not use, and no
+      # -Bsymbolic, so that every Kokkos symbol that liblammps exports (its runtime state among them) is the one
+      # in liblammps.
+      target_link_libraries(batmobile_styles PRIVATE kokkos)
+    else()
+      target_link_options(batmobile_styles PRIVATE "-Wl,-Bsymbolic")
+    endif()
   else()
     message(STATUS "Batmobile: plugin not built (needs -DPKG_PLUGIN=ON -DBUILD_SHARED_LIBS=ON)")
   endif()

@@ -116,9 +116,9 @@ def run_lmp(env, script, nranks=1, kokkos=False, threads=1, expect_fail=False, g
         f.write(script)
     cmd = [env.lmp, "-in", "in.test", "-log", "log.lammps", "-screen", "none" if not expect_fail else "none"]
     if runs_on_gpu(env, kokkos, gpu):
-        cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full", *kokkos_pk]
+        cmd += ["-k", "on", "g", "1", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "half", *kokkos_pk]
     elif kokkos:
-        cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full",
+        cmd += ["-k", "on", "t", str(threads), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "half",
                 *kokkos_pk]
     if nranks > 1:
         mpirun = shutil.which("mpirun")
