@@ -3,29 +3,41 @@
 # cmake/lammps/CMakeLists.txt, with the Batmobile styles compiled in or (--plugin-only) a stock LAMMPS.
 # Incremental: the build directory lives in the cache, keyed by versions, Kokkos patch hash, back-end, compiler and
 # checkout path, so after a change to our sources only those are recompiled.
-#   scripts/build_lammps.sh [--lammps 2025|2026] [--backend openmp|cuda] [--mpi auto|on|off] [--plugin-only]
+#   scripts/build_lammps.sh [--lammps 2025|2026] [--backend openmp|cuda] [--cuda-arch sm_NN] [--mpi auto|on|off]
+#                           [--plugin-only]
 # --lammps 2025 (default): LAMMPS 4 Feb 2025 with its KOKKOS package on Kokkos 4.5.01 (batmobile and batmobile/kk;
 #   the model runs on LAMMPS's Kokkos).
 # --lammps 2026: LAMMPS 4 Jul 2026 without KOKKOS (its KOKKOS package needs Kokkos >= 5.1): pair_style batmobile,
 #   whose model runs on the styles' own Kokkos 4.5 (host, or with --backend cuda a CUDA Kokkos built here).
-# --backend cuda: CUDA (sm_90 unless NVCC_WRAPPER_DEFAULT_ARCH / BATMOBILE_KOKKOS_ARCH say otherwise).
+# --backend cuda: CUDA for the GPU generation --cuda-arch names (default sm_90: H100, H200; sm_80 A100, sm_89 L40S).
 # Environment: BATMOBILE_JOBS, BATMOBILE_TORCH_PREFIX, BATMOBILE_LAMMPS_CMAKE_ARGS (extra CMake arguments).
 # Last line of output: the build directory. It contains batmobile-build.env with LMP=..., PLUGIN=...
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
-BACKEND=openmp; MPI=auto; VERSION=2025; BUILTIN=ON
-usage() { echo "usage: build_lammps.sh [--lammps 2025|2026] [--backend openmp|cuda] [--mpi auto|on|off] [--plugin-only]" >&2; exit 2; }
+BACKEND=openmp; MPI=auto; VERSION=2025; BUILTIN=ON; CUDA_ARCH=sm_90
+usage() {
+  echo "usage: build_lammps.sh [--lammps 2025|2026] [--backend openmp|cuda] [--cuda-arch sm_NN] [--mpi auto|on|off]" \
+       "[--plugin-only]" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --lammps) VERSION=${2:-}; shift 2 || usage;;
     --plugin-only) BUILTIN=OFF; shift;;
     --backend) BACKEND=${2:-}; shift 2 || usage;;
+    --cuda-arch) CUDA_ARCH=${2:-}; shift 2 || usage;;
     --mpi) MPI=${2:-}; shift 2 || usage;;
     *) echo "error: unknown argument $1" >&2; usage;;
   esac
 done
 case "$BACKEND" in openmp|cuda) ;; *) echo "error: unknown backend '$BACKEND' (openmp or cuda)" >&2; exit 2;; esac
+# Kokkos's name of each CUDA architecture
+case "$CUDA_ARCH" in
+  sm_70) KOKKOS_ARCH=VOLTA70;; sm_75) KOKKOS_ARCH=TURING75;; sm_80) KOKKOS_ARCH=AMPERE80;; sm_86) KOKKOS_ARCH=AMPERE86;;
+  sm_89) KOKKOS_ARCH=ADA89;; sm_90) KOKKOS_ARCH=HOPPER90;;
+  *) echo "error: unknown --cuda-arch '$CUDA_ARCH' (sm_70, sm_75, sm_80, sm_86, sm_89 or sm_90)" >&2; exit 2;;
+esac
 if [ "$MPI" = auto ]; then
   if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then MPI=on; else MPI=off; fi
 fi
@@ -63,12 +75,11 @@ case "$BACKEND" in
     ARGS+=(-DBUILD_OMP=ON)
     COMPILER_ID="$(${CXX:-c++} --version | head -n1)";;
   cuda)
-    # nvcc_wrapper compiles everything; its built-in default arch (sm_70) is one nvcc 13 no longer accepts, and
-    # CMake's compiler check runs it before Kokkos adds the arch flag
-    export NVCC_WRAPPER_DEFAULT_ARCH=${NVCC_WRAPPER_DEFAULT_ARCH:-sm_90}
-    ARGS+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_${BATMOBILE_KOKKOS_ARCH:-HOPPER90}=ON" -DKokkos_ENABLE_OPENMP=OFF
-           -DBUILD_OMP=OFF -DCMAKE_CXX_COMPILER="$KSRC/bin/nvcc_wrapper")
-    COMPILER_ID="$(nvcc --version | tail -n1) $(${NVCC_WRAPPER_DEFAULT_COMPILER:-g++} -dumpfullversion) $NVCC_WRAPPER_DEFAULT_ARCH";;
+    # nvcc_wrapper compiles everything. Its built-in arch (sm_70) is one that nvcc 13 no longer accepts, and CMake's
+    # compiler check runs it before Kokkos adds the arch flag: the arch leads CMAKE_CXX_FLAGS.
+    ARGS+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$KOKKOS_ARCH=ON" -DKokkos_ENABLE_OPENMP=OFF -DBUILD_OMP=OFF
+           -DCMAKE_CXX_COMPILER="$KSRC/bin/nvcc_wrapper" "-DCMAKE_CXX_FLAGS=-arch=$CUDA_ARCH")
+    COMPILER_ID="$(nvcc --version | tail -n1) $(${NVCC_WRAPPER_DEFAULT_COMPILER:-g++} -dumpfullversion) $CUDA_ARCH";;
 esac
 # libtorch for src/model (Debian's python3-torch here, the pip torch on the GPU machine).
 TORCH_PREFIX=${BATMOBILE_TORCH_PREFIX:-$(/usr/bin/python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null \
