@@ -105,6 +105,12 @@ function(_batmobile_library_into_lammps sources style_dir lammps_version extra_l
   target_compile_definitions(batmobile_lammps_styles PRIVATE BATMOBILE_LAMMPS_VERSION=${lammps_version}
                              "$<TARGET_PROPERTY:lammps,COMPILE_DEFINITIONS>")
   target_link_libraries(batmobile_lammps_styles PRIVATE ${extra_libs})
+  if(PKG_KOKKOS)
+    # LAMMPS's Kokkos archives once more after the model's on liblammps's link line (as files: CMake would drop a
+    # second mention of the targets), so that they also supply the Kokkos functions that only our code calls (the
+    # model links Kokkos's flags and headers alone: _batmobile_lammps_kokkos_usage)
+    target_link_libraries(batmobile_lammps_styles PRIVATE "$<TARGET_FILE:kokkoscontainers>" "$<TARGET_FILE:kokkoscore>")
+  endif()
   if(TARGET MPI::MPI_CXX)
     target_link_libraries(batmobile_lammps_styles PRIVATE MPI::MPI_CXX)
   endif()
