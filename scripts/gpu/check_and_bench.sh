@@ -57,7 +57,8 @@ done
 # the LAMMPS-level tests run lmp through Python: a configured test tree is enough (nothing to compile)
 TB=$BATMOBILE_CACHE/build/test-cuda
 configure_cuda_tree . "$TB" -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)" \
-  -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" > "$OUT/configure_tests.log" 2>&1 || say "test tree: configure failed"
+  -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" -DBATMOBILE_LAMMPS_STOCK_BUILD="$LAMMPS_BUILD" > "$OUT/configure_tests.log" 2>&1 ||
+  say "test tree: configure failed"
 say "LAMMPS-level tests on GPU $LAST (at most $(budget 15)s)"
 CUDA_VISIBLE_DEVICES=$LAST timeout "$(budget 15)" ctest --test-dir "$TB" -L lammps -j 4 --output-on-failure \
   --timeout 200 > "$OUT/ctest_lammps.log" 2>&1 || rc=1

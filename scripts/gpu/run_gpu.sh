@@ -66,14 +66,14 @@ fi
 step build_tests 240 cmake --build "$B" -j "$BATMOBILE_JOBS" -- -k 0
 step ctest 240 ctest --test-dir "$B" -j "${BATMOBILE_CTEST_JOBS:-4}" --output-on-failure --timeout 200 --output-junit "$OUT/ctest.xml"
 
-export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_DEVICE_NAME="$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+export LMP=$LAMMPS_BUILD/lmp BATMOBILE_DEVICE_NAME="$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
 KK_GPU=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
 export BATMOBILE_MD_CASES=${BATMOBILE_GPU_MD_CASES:-"648:1:1:1:1000:mixed 10368:2:2:4:100:mixed"}
 step md_probe 150 bench/md/run_md_bench.sh "$LMP" potentials/water_fast.pt "$OUT/md_probe"
 step water_nve 240 examples/lammps_inputs/water216/run.sh "$LMP" "$OUT/water_nve" nve "${KK_GPU[@]}" -var prec single
 
 if [ -x bench/run_gpu_bench.sh ]; then
-  export LMP=$LAMMPS_BUILD/lammps/lmp BATMOBILE_LAMMPS_BUILD=$LAMMPS_BUILD BATMOBILE_TEST_BUILD=$B
+  export LMP=$LAMMPS_BUILD/lmp BATMOBILE_LAMMPS_BUILD=$LAMMPS_BUILD BATMOBILE_TEST_BUILD=$B
   step bench 600 bench/run_gpu_bench.sh "$OUT/bench"
 else
   SUMMARY+=("bench: not run (no bench/run_gpu_bench.sh)")

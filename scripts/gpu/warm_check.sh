@@ -15,8 +15,8 @@ export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VER
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 # the CUDA LAMMPS build of this checkout (compare_builds.sh leaves another one, of its old tree, beside it)
 LMP=
-for l in "$BATMOBILE_CACHE"/build/lammps-*-cuda-*/lammps/lmp; do
-  grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$REPO/cmake/lammps" "${l%/lammps/lmp}/CMakeCache.txt" 2>/dev/null &&
+for l in "$BATMOBILE_CACHE"/build/lammps-*-cuda-*/lmp; do
+  grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$REPO/cmake/lammps" "${l%/lmp}/CMakeCache.txt" 2>/dev/null &&
     { LMP=$l; break; }
 done
 [ -x "$LMP" ] || { say "no CUDA LAMMPS build of $REPO in $BATMOBILE_CACHE (run scripts/gpu/md_ab.sh first)"; exit 2; }
