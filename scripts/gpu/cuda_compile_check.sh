@@ -1,52 +1,103 @@
 #!/usr/bin/env bash
 # CUDA compile check without a GPU (here, before spending device time): nvcc must be installed (/usr/local/cuda).
-#   1. configures build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos, sm_90, ptxas verbose) once;
-#   2. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA against the LAMMPS
-#      sources (~20 s): host-only builds accept code that nvcc rejects (e.g. a reducer with a host result space over
-#      a device view). As C++14, against a Kokkos configured for C++14 (build/cuda-check/kokkos14, configure only,
-#      ~2 s once): the CUDA LAMMPS build compiles its sources so (a C++17 check passes std::optional, which that build
-#      rejects);
+#   1. compiles the KOKKOS pair style (src/pair_batmobile/pair_batmobile_kokkos.cpp) for CUDA (sm_90) through the
+#      nvcc_wrapper of the patched Kokkos 4.5.01 (scripts/prepare_sources.sh kokkos) against the LAMMPS 4 Feb 2025
+#      sources (scripts/prepare_sources.sh lammps-2025): host-only builds accept code that nvcc rejects (e.g. a
+#      reducer with a host result space over a device view). As C++17, as LAMMPS's CUDA KOKKOS build compiles it,
+#      against a Kokkos configured as that build configures it (CUDA + Serial, HOPPER90; build/cuda-check/kokkos17,
+#      configure only, a few s once);
+#   2. with --next instead, the same against Kokkos 4.6.01 (patches/kokkos applied to a copy:
+#      $BATMOBILE_CACHE/src/kokkos-4.6.01-p<patch hash>) as C++20 with Kokkos_ENABLE_DEPRECATED_CODE_4=OFF
+#      (build/cuda-check/kokkos20-next): the CUDA side of the Kokkos 5 readiness check (scripts/check_kokkos_next.sh
+#      is the host side; LAMMPS 2025's memory_kokkos.h is compiled as there, with view_host() for DualView::h_view);
+#      only the pair style (--tests and --kernels use Kokkos 4.5.01);
 #   3. with --kernels, also the model's CUDA objects (fused_layer_l2_float_bundled, the kernels MD runs for the bundled
 #      potentials, fused_layer_l2_float and _double, model_device_float; ~3 min each on 2 cores; or the objects named
-#      after --kernels)
+#      after --kernels), in build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos 4.5.01, sm_90,
+#      ptxas verbose; configured on first use)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
 #      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
 #   4. with --tests, first the kernel tests for CUDA (test_interaction and the other GoogleTest executables of
 #      tests/kernels; ~6 min on 2 cores): ptxas rejects sources that the host build accepts, e.g. one whose fused
 #      kernels' constant-memory launch slots (cuda_launch.hpp) exceed 64 KB.
-#   scripts/gpu/cuda_compile_check.sh [--tests] [--kernels [OBJECT ...]]
+#   scripts/gpu/cuda_compile_check.sh [--next] [--tests] [--kernels [OBJECT ...]]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 source "$HERE/common.sh"
 cd "$BATMOBILE_REPO"
 export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 command -v nvcc > /dev/null || { log "no nvcc: install the CUDA toolkit first"; exit 1; }
-LV=$(ls -d "$BATMOBILE_CACHE"/src/lammps-*-kokkos-* 2> /dev/null | head -n1)
-[ -d "$LV/lib/kokkos" ] || { log "no prepared LAMMPS sources under $BATMOBILE_CACHE/src: run scripts/test.sh once"; exit 1; }
+NEXT=0; [ "${1:-}" = --next ] && { NEXT=1; shift; }
+[ $NEXT = 1 ] && [ $# -gt 0 ] && { log "--next compiles the pair style only (no $*)"; exit 2; }
+LV=$("$HERE/prepare_sources.sh" lammps-2025 | tail -n1)   # LAMMPS 2025 with lib/kokkos -> patched Kokkos 4.5.01
+[ -d "$LV/lib/kokkos/core/src" ] || { log "no prepared LAMMPS 2025 sources ($LV)"; exit 1; }
 B=build/cuda-check
-if [ ! -f "$B/build.ninja" ]; then
-  source scripts/gpu/cuda_tree.sh
-  configure_cuda_tree . "$B" -DBATMOBILE_WITH_TORCH=OFF -DBATMOBILE_GTEST_SOURCE=/usr/src/googletest \
-    -DCMAKE_CXX_FLAGS=-Xptxas=-v > /dev/null
+mkdir -p "$B"
+
+# Configures (only) a CUDA Kokkos from SRC in DIR as LAMMPS's CUDA build does, with extra CMake args, once. (-arch:
+# nvcc_wrapper's default sm_70, which nvcc 13 rejects, would fail CMake's compiler check; see cuda_tree.sh.)
+configure_kokkos() {
+  local src=$1 dir=$2; shift 2
+  [ -f "$dir/KokkosCore_config.h" ] && return
+  cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$src/bin/nvcc_wrapper" \
+    -DCMAKE_CXX_FLAGS=-arch=sm_90 -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON "$@" \
+    > "$dir.configure.log" 2>&1 \
+    || { tail -n 20 "$dir.configure.log"; log "Kokkos configure failed ($dir.configure.log)"; exit 1; }
+}
+# Kokkos 4.6.01 with patches/kokkos applied (a copy; the patch set's hash in the name, as prepare_sources.sh does).
+patched_kokkos_next() {
+  "$HERE/fetch_sources.sh" "kokkos-$KOKKOS_NEXT_TAG" >&2
+  local kp=$BATMOBILE_CACHE/src/kokkos-$KOKKOS_NEXT_TAG-p$(kokkos_patch_hash)
+  if [ ! -f "$kp/.complete" ]; then
+    log "patching Kokkos $KOKKOS_NEXT_TAG into $kp"
+    rm -rf "$kp"; cp -a "$BATMOBILE_CACHE/src/kokkos-$KOKKOS_NEXT_TAG" "$kp"; rm -f "$kp/.complete"
+    "$HERE/apply_kokkos_patches.sh" "$kp" >&2
+    touch "$kp/.complete"
+  fi
+  echo "$kp"
+}
+
+if [ $NEXT = 1 ]; then
+  KS=$(patched_kokkos_next); KB=$B/kokkos20-next; STD=20
+  configure_kokkos "$KS" "$KB" -DCMAKE_CXX_STANDARD=20 -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF
+  grep -q "^#define KOKKOS_ENABLE_DEPRECATED_CODE_4" "$KB/KokkosCore_config.h" && { log "$KB: deprecated code on"; exit 1; }
+  WHAT="Kokkos $KOKKOS_NEXT_TAG, C++20, no deprecated code"
+  # LAMMPS 2025's memory_kokkos.h reads DualView::h_view, private without deprecated code: a copy reads view_host()
+  # (as LAMMPS 4 Jul 2026 does), ahead of LAMMPS's src/KOKKOS on the include path (as scripts/check_kokkos_next.sh)
+  OV=$B/lammps-overlay-next; mkdir -p "$OV"
+  sed -E 's/\.h_view\b/.view_host()/g' "$LV/src/KOKKOS/memory_kokkos.h" > "$OV/memory_kokkos.h"
+  LINC=(-I"$OV")
+else
+  KS=$LV/lib/kokkos; KB=$B/kokkos17; STD=17; LINC=()
+  configure_kokkos "$KS" "$KB" -DCMAKE_CXX_STANDARD=17
+  WHAT="Kokkos $KOKKOS_TAG, C++17"
 fi
-LB=$(ls -td "$BATMOBILE_CACHE"/build/lammps-*/lammps/includes 2> /dev/null | head -n1)  # generated style headers
-# the pair style as the CUDA LAMMPS build compiles it: C++14 (Kokkos 3.4's default standard for CUDA there)
-KB=$B/kokkos14
-[ -f "$KB/KokkosCore_config.h" ] || cmake -S "$LV/lib/kokkos" -B "$KB" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER="$LV/lib/kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=14 -DKokkos_ENABLE_CUDA=ON \
-  -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_HOPPER90=ON > "$B/kokkos14_configure.log"
-log "pair style for CUDA (C++14)"
-"$LV/lib/kokkos/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DBATMOBILE_LAMMPS_VERSION=20210929 -DLAMMPS_SMALLBIG -DLMP_KOKKOS -DOMPI_SKIP_MPICXX \
-  -Isrc/pair_batmobile -Isrc -I"$LV/src" -I"$LV/src/KOKKOS" -I"$KB" -I"$KB/core/src" -I"$LV/lib/kokkos/core/src" \
-  -I"$KB/containers/src" -I"$LV/lib/kokkos/containers/src" -I"$KB/algorithms/src" -I"$LV/lib/kokkos/algorithms/src" \
-  ${LB:+-I"$LB"} -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
-  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi -O1 -std=c++14 -fPIC -expt-extended-lambda -arch=sm_90 \
-  -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check.o"
-log "pair style: ok"
+log "pair style for CUDA ($WHAT)"
+KINC=(-I"$KB" -I"$KB/core/src" -I"$KS/core/src" -I"$KS/tpls/desul/include" -I"$KS/tpls/mdspan/include"
+      -I"$KB/containers/src" -I"$KS/containers/src" -I"$KB/algorithms/src" -I"$KS/algorithms/src" -I"$KB/simd/src"
+      -I"$KS/simd/src")
+"$KS/bin/nvcc_wrapper" -DBATMOBILE_WITH_TORCH=1 -DBATMOBILE_LAMMPS_VERSION=$LAMMPS2025_TAG -DLAMMPS_SMALLBIG -DLMP_KOKKOS \
+  -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -Isrc/pair_batmobile -Isrc "${LINC[@]}" -I"$LV/src" -I"$LV/src/KOKKOS" "${KINC[@]}" \
+  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include -isystem /usr/lib/x86_64-linux-gnu/openmpi/include/openmpi \
+  -O1 -std=c++$STD -fPIC -extended-lambda -Wext-lambda-captures-this -arch=sm_90 \
+  -c src/pair_batmobile/pair_batmobile_kokkos.cpp -o "$B/pair_batmobile_kokkos_check$STD.o"
+log "pair style ($WHAT): ok"
+[ $NEXT = 1 ] && exit 0
+
+if [ "${1:-}" = --tests ] || [ "${1:-}" = --kernels ]; then
+  # the stand-alone tree against the in-tree CUDA Kokkos 4.5.01 (configured again when that Kokkos moved)
+  if [ ! -f "$B/build.ninja" ] || ! grep -qx "BATMOBILE_KOKKOS_SOURCE:[A-Z]*=$LV/lib/kokkos" "$B/CMakeCache.txt"; then
+    rm -rf "$B/CMakeCache.txt" "$B/CMakeFiles"
+    source scripts/gpu/cuda_tree.sh
+    configure_cuda_tree . "$B" -DBATMOBILE_WITH_TORCH=OFF -DBATMOBILE_GTEST_SOURCE=/usr/src/googletest \
+      -DBATMOBILE_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS=-Xptxas=-v > "$B/configure.log" 2>&1 \
+      || { tail -n 20 "$B/configure.log"; log "configure failed ($B/configure.log)"; exit 1; }
+  fi
+fi
 if [ "${1:-}" = --tests ]; then
   shift
   log "kernel tests for CUDA"
-  ninja -C "$B" test_interaction test_conv_weights test_sh_cg test_eaas > "$B/tests_build.log" 2>&1 ||
+  ninja -C "$B" -j "$(build_jobs)" test_interaction test_conv_weights test_sh_cg test_eaas > "$B/tests_build.log" 2>&1 ||
     { grep -m5 -B2 -A3 "error" "$B/tests_build.log"; log "kernel tests: FAILED ($B/tests_build.log)"; exit 1; }
   log "kernel tests: ok"
 fi

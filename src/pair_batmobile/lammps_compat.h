@@ -3,7 +3,7 @@
    (29 Sep 2021 and 4 Feb 2025), in one place. BATMOBILE_LAMMPS_VERSION (YYYYMMDD of the LAMMPS tree the
    styles are compiled against) comes from cmake/lammps_hook.cmake. Included by the styles' .cpp files only:
    LAMMPS's own sources see our style headers but not this one. The switch sits at the stable release of
-   23 Jun 2022, the first after both changes; only 29 Sep 2021 and 4 Feb 2025 are built and tested.
+   23 Jun 2022, the first after both changes; LAMMPS 4 Jul 2026 compiles unchanged (the >= 20220623 branches).
    No style macro here: not a style header.
 ------------------------------------------------------------------------- */
 #ifndef LMP_BATMOBILE_LAMMPS_COMPAT_H
