@@ -44,21 +44,9 @@ configure_kokkos() {
     > "$dir.configure.log" 2>&1 \
     || { tail -n 20 "$dir.configure.log"; log "Kokkos configure failed ($dir.configure.log)"; exit 1; }
 }
-# Kokkos 4.6.01 with patches/kokkos applied (a copy; the patch set's hash in the name, as prepare_sources.sh does).
-patched_kokkos_next() {
-  "$HERE/fetch_sources.sh" "kokkos-$KOKKOS_NEXT_TAG" >&2
-  local kp=$BATMOBILE_CACHE/src/kokkos-$KOKKOS_NEXT_TAG-p$(kokkos_patch_hash)
-  if [ ! -f "$kp/.complete" ]; then
-    log "patching Kokkos $KOKKOS_NEXT_TAG into $kp"
-    rm -rf "$kp"; cp -a "$BATMOBILE_CACHE/src/kokkos-$KOKKOS_NEXT_TAG" "$kp"; rm -f "$kp/.complete"
-    "$HERE/apply_kokkos_patches.sh" "$kp" >&2
-    touch "$kp/.complete"
-  fi
-  echo "$kp"
-}
 
 if [ $NEXT = 1 ]; then
-  KS=$(patched_kokkos_next); KB=$B/kokkos20-next; STD=20
+  KS=$("$HERE/prepare_sources.sh" kokkos-next | tail -n1); KB=$B/kokkos20-next; STD=20
   configure_kokkos "$KS" "$KB" -DCMAKE_CXX_STANDARD=20 -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF
   grep -q "^#define KOKKOS_ENABLE_DEPRECATED_CODE_4" "$KB/KokkosCore_config.h" && { log "$KB: deprecated code on"; exit 1; }
   WHAT="Kokkos $KOKKOS_NEXT_TAG, C++20, no deprecated code"
