@@ -83,12 +83,17 @@ unpack_lammps() {
   if [ "$top" = . ]; then mv "$SRC/tmp-$dir" "$SRC/$dir"; else mv "$SRC/tmp-$dir/$top" "$SRC/$dir"; rm -rf "$SRC/tmp-$dir"; fi
   touch "$SRC/$dir/.complete"
 }
+drop_kokkos_styles() {  # drop_kokkos_styles TREE NAME...: src/KOKKOS/NAME_kokkos.{cpp,h} leave TREE
+  local tree=$1 n; shift
+  for n in "$@"; do rm -f "$tree/src/KOKKOS/${n}_kokkos.cpp" "$tree/src/KOKKOS/${n}_kokkos.h"; done
+}
 for item in "${ITEMS[@]}"; do
   case "$item" in
     kokkos-*) fetch_kokkos "${item#kokkos-}";;
     lammps-2025)
       fetch_orig trixie "lammps=$LAMMPS2025_DEB_VERSION" "$LAMMPS2025_ORIG" "$LAMMPS2025_SHA256"
-      unpack_lammps "$LAMMPS2025_ORIG" "$(basename "$(lammps_src 2025)")" "${LAMMPS2025_PARTS[@]}";;
+      unpack_lammps "$LAMMPS2025_ORIG" "$(basename "$(lammps_src 2025)")" "${LAMMPS2025_PARTS[@]}"
+      drop_kokkos_styles "$(lammps_src 2025)" "${LAMMPS2025_KOKKOS_DROP[@]}";;
     lammps-2026)
       fetch_orig sid "lammps=$LAMMPS2026_DEB_VERSION" "$LAMMPS2026_ORIG" "$LAMMPS2026_SHA256"
       unpack_lammps "$LAMMPS2026_ORIG" "$(basename "$(lammps_src 2026)")" "${LAMMPS2026_PARTS[@]}";;

@@ -13,7 +13,7 @@
 # OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree.
 # Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below); BATMOBILE_COMPARE_TRACE
 # ("atoms:rx:ry:rz:steps[:labels] ...", after the timings): the GPU's timeline of each build in each case (cupti_trace,
-# scripts/gpu/ab_runs.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*; labels 1 adds, for each build, a
+# scripts/gpu/gpu_lib.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*; labels 1 adds, for each build, a
 # run that names each operation by its Kokkos label or host caller (trace_old|new_<atoms>_labels.*).
 set -uo pipefail
 MODE=${1:?usage: compare_builds.sh build|bench OLD_TREE OUTDIR}
@@ -23,7 +23,7 @@ NEW=$(cd "$(dirname "$0")/../.." && pwd)
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 source "$NEW/scripts/common.sh"
-source "$NEW/scripts/gpu/ab_runs.sh"
+source "$NEW/scripts/gpu/gpu_lib.sh"
 trap 'pack_outdir "$OUT"' EXIT
 STATE=$BATMOBILE_CACHE/compare_builds
 mkdir -p "$STATE"

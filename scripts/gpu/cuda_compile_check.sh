@@ -35,7 +35,7 @@ B=build/cuda-check
 mkdir -p "$B"
 
 # Configures (only) a CUDA Kokkos from SRC in DIR as LAMMPS's CUDA build does, with extra CMake args, once. (-arch:
-# nvcc_wrapper's default sm_70, which nvcc 13 rejects, would fail CMake's compiler check; see cuda_tree.sh.)
+# nvcc_wrapper's default sm_70, which nvcc 13 rejects, would fail CMake's compiler check; see gpu_lib.sh.)
 configure_kokkos() {
   local src=$1 dir=$2; shift 2
   [ -f "$dir/KokkosCore_config.h" ] && return
@@ -76,8 +76,8 @@ if [ "${1:-}" = --tests ] || [ "${1:-}" = --kernels ]; then
   # the stand-alone tree against the in-tree CUDA Kokkos 4.5.01 (configured again when that Kokkos moved)
   if [ ! -f "$B/build.ninja" ] || ! grep -qx "BATMOBILE_KOKKOS_SOURCE:[A-Z]*=$LV/lib/kokkos" "$B/CMakeCache.txt"; then
     rm -rf "$B/CMakeCache.txt" "$B/CMakeFiles"
-    source scripts/gpu/cuda_tree.sh
-    configure_cuda_tree . "$B" -DBATMOBILE_WITH_TORCH=OFF -DBATMOBILE_GTEST_SOURCE=/usr/src/googletest \
+    source scripts/gpu/gpu_lib.sh
+    configure_cuda_tree . "$B" sm_90 -DBATMOBILE_WITH_TORCH=OFF -DBATMOBILE_GTEST_SOURCE=/usr/src/googletest \
       -DBATMOBILE_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS=-Xptxas=-v > "$B/configure.log" 2>&1 \
       || { tail -n 20 "$B/configure.log"; log "configure failed ($B/configure.log)"; exit 1; }
   fi

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU check of a CUDA machine, in one command (docs/development.md "GPU check"):
+#   1. builds LAMMPS 4 Feb 2025 + KOKKOS (CUDA) with both Batmobile styles (scripts/build_lammps.sh --backend cuda)
+#      and, beside it, the CUDA kernel tests against an in-tree CUDA Kokkos (no LAMMPS, no libtorch);
+#   2. runs the MD benchmark alone on the GPU (bench/md/run_md_bench.sh: steps/s, peak memory, the PyTorch reference
+#      and the same-size e3nn column) into OUTDIR/md/md_<card>.json;
+#   3. then the kernel tests and the LAMMPS-level suite (ctest -L lammps: the styles against the PyTorch reference,
+#      1/2/4 ranks, restarts, errors) on the same GPU, in what is left of the deadline.
+# Sources: on a machine without network, carry .carry/ (scripts/gpu/prepare_carry.sh, run where Debian's archive is
+# reachable); elsewhere the build scripts fetch them. Exit status 0 when every step passed; OUTDIR.tgz holds the logs.
+#
+#   scripts/gpu_check.sh [options] OUTDIR
+#     --kernel-tests LIST|none  CUDA kernel tests to build and run (default "test_interaction test_sh_cg test_eaas")
+#     --md-cases "CASES"        MD cases atoms:rx:ry:rz:steps:precision[:repeats] ... (default: run_md_bench.sh's)
+#     --potential FILE          model of the MD benchmark (default potentials/water_fast.pt)
+#     --deadline SECONDS        everything stops this long after the start (default 570)
+#     --cuda-arch sm_NN         GPU architecture (default sm_90: H100, H200)
+set -uo pipefail
+usage() { sed -n '12,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+KTESTS="test_interaction test_sh_cg test_eaas"; CASES=; POT=potentials/water_fast.pt; DEADLINE=570; ARCH=sm_90
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --kernel-tests) KTESTS=$2;; --md-cases) CASES=$2;; --potential) POT=$2;; --deadline) DEADLINE=$2;;
+    --cuda-arch) ARCH=$2;;
+    *) echo "error: unknown option $1" >&2; usage;;
+  esac
+  shift 2
+done
+[ $# -eq 1 ] && [[ $1 != -* ]] || usage
+[[ $DEADLINE =~ ^[0-9]+$ ]] || { echo "error: --deadline takes seconds, not '$DEADLINE'" >&2; exit 2; }
+[[ $ARCH =~ ^sm_[0-9]+$ ]] || { echo "error: --cuda-arch takes sm_NN, not '$ARCH'" >&2; exit 2; }
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+[ -f "$POT" ] || POT=$REPO/$POT   # relative to here, else to the repository
+[ -f "$POT" ] || { echo "error: --potential: no such model file" >&2; exit 2; }
+POT=$(cd "$(dirname "$POT")" && pwd)/$(basename "$POT")
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+cd "$REPO"
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "error: no NVIDIA GPU visible (nvidia-smi -L)" >&2; exit 2; }
+export BATMOBILE_CACHE=${BATMOBILE_CACHE:-$HOME/.cache/batmobile} CMAKE_POLICY_VERSION_MINIMUM=3.5
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+T0=$(date +%s)
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+budget() { local b=$(( $(left) - $1 )); echo $(( b > 5 ? b : 5 )); }  # seconds left less a margin, at least 5
+say() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/gpu_check.out"; }
+trap 'tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"' EXIT
+rc=0
+
+if [ -f .carry/SHA256SUMS ]; then
+  LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/sources.log" | tail -n1)
+else
+  LV=$(scripts/fetch_sources.sh "kokkos-4.5.01" lammps-2025 > "$OUT/sources.log" 2>&1 &&
+       scripts/prepare_sources.sh lammps-2025 2>> "$OUT/sources.log" | tail -n1)
+fi
+[ -d "${LV:-}/lib/kokkos" ] || { say "sources: not ready (sources.log)"; exit 1; }
+source scripts/gpu/gpu_lib.sh
+
+KB=$BATMOBILE_CACHE/build/kernels-cuda-$ARCH
+KPID=
+if [ "$KTESTS" != none ]; then
+  configure_cuda_tree . "$KB" "$ARCH" -DBATMOBILE_WITH_TORCH=OFF > "$OUT/configure_kernels.log" 2>&1 ||
+    say "kernel tests: configure failed (configure_kernels.log)"
+  # a third of the cores: the LAMMPS build takes the rest
+  timeout "$(budget 0)" cmake --build "$KB" -j $(( $(nproc) / 3 + 1 )) --target $KTESTS > "$OUT/build_kernels.log" 2>&1 &
+  KPID=$!
+fi
+LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda --cuda-arch "$ARCH" 2> "$OUT/build_lammps.log" | tail -n1)
+[ -f "${LAMMPS_BUILD:-/nonexistent}/batmobile-build.env" ] || { say "LAMMPS build failed (build_lammps.log)"; exit 1; }
+source "$LAMMPS_BUILD/batmobile-build.env"
+say "LAMMPS built ($LAMMPS_BUILD); MD benchmark alone on the GPU"
+( [ -n "$CASES" ] && export BATMOBILE_MD_CASES=$CASES
+  export BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90}
+  timeout "$(budget 10)" bench/md/run_md_bench.sh "$LMP" "$POT" "$OUT/md" > "$OUT/md_bench.log" 2>&1 ) ||
+  { say "MD benchmark incomplete (md_bench.log)"; rc=1; }
+tail -n 4 "$OUT/md_bench.log"
+if [ -n "$KPID" ]; then
+  wait $KPID || { say "kernel tests: build failed or timed out (build_kernels.log)"; rc=1; }
+  for t in $KTESTS; do
+    say "$t"
+    timeout "$(budget 20)" "$KB/tests/kernels/$t" > "$OUT/$t.log" 2>&1 || { say "$t FAILED ($t.log)"; rc=1; }
+    grep -E "^\[  PASSED|^\[  FAILED|^\[  SKIPPED" "$OUT/$t.log" | head -20
+  done
+fi
+# the LAMMPS-level tests run lmp through Python: a configured test tree is enough (nothing to compile)
+TB=$BATMOBILE_CACHE/build/test-cuda-$ARCH
+configure_cuda_tree . "$TB" "$ARCH" -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)" \
+  -DBATMOBILE_LAMMPS_BUILD="$LAMMPS_BUILD" -DBATMOBILE_LAMMPS_STOCK_BUILD="$LAMMPS_BUILD" > "$OUT/configure_tests.log" 2>&1 ||
+  say "LAMMPS-level tests: configure failed (configure_tests.log)"
+say "LAMMPS-level tests (at most $(budget 15) s)"
+timeout "$(budget 15)" ctest --test-dir "$TB" -L lammps -j 4 --output-on-failure --timeout 200 > "$OUT/ctest_lammps.log" 2>&1 || rc=1
+grep -hE "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$OUT/ctest_lammps.log" | head -n 30
+say "done (rc=$rc)"
+exit $rc
