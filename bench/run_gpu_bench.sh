@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Kernel benchmark driver (GPU machine). Usage: bench/run_gpu_bench.sh OUTDIR
-#   Called by scripts/gpu/run_gpu.sh from the repository root. Environment:
+#   Called by scripts/gpu_check.sh --kernel-bench from the repository root. Environment:
 #     BATMOBILE_BENCH_BIN   path of the batmobile_bench executable; default
-#                           $BATMOBILE_TEST_BUILD/bench/batmobile_bench (the stand-alone CUDA build of run_gpu.sh)
+#                           $BATMOBILE_TEST_BUILD/bench/batmobile_bench (the stand-alone CUDA build of gpu_check.sh)
 #     PYTHON                python with torch + e3nn 0.6 (default python3)
 #     BATMOBILE_BENCH_REPS  timed repetitions (default 50, median reported; 5 warm-up runs)
 #     BATMOBILE_BENCH_CASES full (default: 1000 atoms x 20 nbrs C=32, 10000 x 30 C=64) or quick (tiny smoke test)

@@ -7,7 +7,7 @@
 # carried to the GPU machine, where nothing can be installed).
 
 # Python used by tests (needs numpy; torch for reference generation). /usr/bin/python3 on Debian; the GPU
-# machine's system python has no numpy, so scripts/gpu/run_gpu.sh passes the venv python3.
+# machine's system python has no numpy, so scripts/gpu_check.sh passes the machine's python3.
 set(BATMOBILE_PYTHON /usr/bin/python3 CACHE FILEPATH "Python (numpy, torch) for tests and fixtures")
 
 # A KokkosConfig.cmake that imports nothing, so that subprojects calling find_package(Kokkos) accept the

@@ -5,7 +5,7 @@
 # Compile-only (nothing runs). One line per stage; at the first failure an `error:` line and a non-zero exit.
 #   1. kokkos:      Kokkos 4.6.01 host install (scripts/build_kokkos_host.sh --next; cached; ~45 s once)
 #   2. names:       grep of src/ for Kokkos names that Kokkos 5 drops (also covers the CUDA-only code, e.g.
-#                   cuda_launch.hpp, which the host compiles below skip; scripts/gpu/cuda_compile_check.sh --next
+#                   cuda_launch.hpp, which the host compiles below skip; scripts/cuda_compile_check.sh --next
 #                   compiles the KOKKOS pair style for CUDA against Kokkos 4.6.01)
 #   3. pair styles: pair_batmobile.cpp and pair_batmobile_kokkos.cpp, -fsyntax-only, C++20, against the LAMMPS
 #                   4 Feb 2025 sources (src, src/KOKKOS; they need no generated style headers) (~15 s). LAMMPS 2025's

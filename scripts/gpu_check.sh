@@ -5,8 +5,9 @@
 #   2. runs the MD benchmark alone on the GPU (bench/md/run_md_bench.sh: steps/s, peak memory, the PyTorch reference
 #      and the same-size e3nn column) into OUTDIR/md/md_<card>.json;
 #   3. then the kernel tests and the LAMMPS-level suite (ctest -L lammps: the styles against the PyTorch reference,
-#      1/2/4 ranks, restarts, errors) on the same GPU, in what is left of the deadline.
-# Sources: on a machine without network, carry .carry/ (scripts/gpu/prepare_carry.sh, run where Debian's archive is
+#      1/2/4 ranks, restarts, errors) on the same GPU, in what is left of the deadline;
+#   4. with --kernel-bench, first the kernel benchmark against e3nn (bench/run_gpu_bench.sh) into OUTDIR/kernels.
+# Sources: on a machine without network, carry .carry/ (scripts/prepare_carry.sh, run where Debian's archive is
 # reachable); elsewhere the build scripts fetch them. Exit status 0 when every step passed; OUTDIR.tgz holds the logs.
 #
 #   scripts/gpu_check.sh [options] OUTDIR
@@ -15,10 +16,13 @@
 #     --potential FILE          model of the MD benchmark (default potentials/water_fast.pt)
 #     --deadline SECONDS        everything stops this long after the start (default 570)
 #     --cuda-arch sm_NN         GPU architecture (default sm_90: H100, H200)
+#     --kernel-bench            also the kernel benchmark (fused kernels and e3nn on random graphs)
 set -uo pipefail
-usage() { sed -n '12,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '13,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 KTESTS="test_interaction test_sh_cg test_eaas"; CASES=; POT=potentials/water_fast.pt; DEADLINE=570; ARCH=sm_90
+KBENCH=0
 while [ $# -gt 1 ]; do
+  [ "$1" = --kernel-bench ] && { KBENCH=1; shift; continue; }
   case "$1" in
     --kernel-tests) KTESTS=$2;; --md-cases) CASES=$2;; --potential) POT=$2;; --deadline) DEADLINE=$2;;
     --cuda-arch) ARCH=$2;;
@@ -45,22 +49,24 @@ say() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/gpu_check
 trap 'tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"' EXIT
 rc=0
 
+source scripts/common.sh
+source scripts/gpu/gpu_lib.sh
 if [ -f .carry/SHA256SUMS ]; then
-  LV=$(scripts/gpu/unpack_carry.sh 2> "$OUT/sources.log" | tail -n1)
+  LV=$(unpack_carry 2> "$OUT/sources.log" | tail -n1)
 else
   LV=$(scripts/fetch_sources.sh "kokkos-4.5.01" lammps-2025 > "$OUT/sources.log" 2>&1 &&
        scripts/prepare_sources.sh lammps-2025 2>> "$OUT/sources.log" | tail -n1)
 fi
 [ -d "${LV:-}/lib/kokkos" ] || { say "sources: not ready (sources.log)"; exit 1; }
-source scripts/gpu/gpu_lib.sh
 
 KB=$BATMOBILE_CACHE/build/kernels-cuda-$ARCH
 KPID=
-if [ "$KTESTS" != none ]; then
+KTARGETS=$([ "$KTESTS" != none ] && echo "$KTESTS")$([ $KBENCH = 1 ] && echo " batmobile_bench")
+if [ -n "$KTARGETS" ]; then
   configure_cuda_tree . "$KB" "$ARCH" -DBATMOBILE_WITH_TORCH=OFF > "$OUT/configure_kernels.log" 2>&1 ||
     say "kernel tests: configure failed (configure_kernels.log)"
   # a third of the cores: the LAMMPS build takes the rest
-  timeout "$(budget 0)" cmake --build "$KB" -j $(( $(nproc) / 3 + 1 )) --target $KTESTS > "$OUT/build_kernels.log" 2>&1 &
+  timeout "$(budget 0)" cmake --build "$KB" -j $(( $(nproc) / 3 + 1 )) --target $KTARGETS > "$OUT/build_kernels.log" 2>&1 &
   KPID=$!
 fi
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda --cuda-arch "$ARCH" 2> "$OUT/build_lammps.log" | tail -n1)
@@ -73,7 +79,14 @@ say "LAMMPS built ($LAMMPS_BUILD); MD benchmark alone on the GPU"
   { say "MD benchmark incomplete (md_bench.log)"; rc=1; }
 tail -n 4 "$OUT/md_bench.log"
 if [ -n "$KPID" ]; then
-  wait $KPID || { say "kernel tests: build failed or timed out (build_kernels.log)"; rc=1; }
+  wait $KPID || { say "kernel tests/benchmark: build failed or timed out (build_kernels.log)"; rc=1; }
+fi
+if [ $KBENCH = 1 ]; then
+  say "kernel benchmark (at most $(budget 60) s)"
+  BATMOBILE_BENCH_BIN=$KB/bench/batmobile_bench timeout "$(budget 60)" bench/run_gpu_bench.sh "$OUT/kernels" \
+    > "$OUT/kernel_bench.log" 2>&1 || { say "kernel benchmark incomplete (kernel_bench.log)"; rc=1; }
+fi
+if [ "$KTESTS" != none ]; then
   for t in $KTESTS; do
     say "$t"
     timeout "$(budget 20)" "$KB/tests/kernels/$t" > "$OUT/$t.log" 2>&1 || { say "$t FAILED ($t.log)"; rc=1; }

@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
-# Same-machine comparison of two source trees on the GPU machine (repo root, .carry/ carried): builds LAMMPS +
-# KOKKOS(CUDA) with the Batmobile styles for both trees, checks that both give the same energy and pressure (`run 0`
-# with fp64 kernels at every case size: MD trajectories themselves diverge between any two runs), then times the MD
-# benchmark (bench/md/in.md_bench, precision BATMOBILE_COMPARE_PRECISION (default mixed, the GPU default), newton off
-# on one rank) with the two builds alternating, run by run.
-# Used to show that a change keeps behaviour and speed. OUTDIR is packed into OUTDIR.tgz at exit.
-#   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR   builds both (OLD_TREE and this checkout) in parallel; the
-#                                                         builds run in their own process session, so a build that
-#                                                         outlasts this call finishes on a machine kept warm
-#   scripts/gpu/compare_builds.sh bench OLD_TREE OUTDIR   waits for the builds, runs the cases, writes
-#                                                         OUTDIR/compare_builds.json
-# OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree.
-# Environment: BATMOBILE_COMPARE_CASES (atoms:rx:ry:rz:steps:repeats ..., default below); BATMOBILE_COMPARE_TRACE
-# ("atoms:rx:ry:rz:steps[:labels] ...", after the timings): the GPU's timeline of each build in each case (cupti_trace,
-# scripts/gpu/gpu_lib.sh) into OUTDIR/trace_old_<atoms>.* and trace_new_<atoms>.*; labels 1 adds, for each build, a
-# run that names each operation by its Kokkos label or host caller (trace_old|new_<atoms>_labels.*).
+# Same-machine comparison of two source trees on one GPU (repo root; .carry/ carried where there is no network):
+# builds LAMMPS + KOKKOS(CUDA) with the Batmobile styles for both trees, checks that both give the same energy and
+# pressure (`run 0` with fp64 kernels at every case size: MD trajectories themselves diverge between any two runs),
+# then times the MD benchmark (bench/md/in.md_bench, newton off on one rank) with the two builds alternating, run by
+# run. Shows that a change keeps behaviour and speed. OUTDIR is packed into OUTDIR.tgz at exit.
+#   scripts/gpu/compare_builds.sh build OLD_TREE OUTDIR
+#       builds both trees (OLD_TREE and this checkout) in parallel, in their own process session, so that a build
+#       that outlasts this call finishes on a machine kept warm for the next
+#   scripts/gpu/compare_builds.sh bench [options] OLD_TREE OUTDIR
+#       waits for the builds, runs the cases, writes OUTDIR/compare_builds.json
+#     --cases "atoms:rx:ry:rz:steps:repeats ..."  (default "648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3")
+#     --potentials "NAME ..."   model files of the trees' potentials/, without .pt (default water_fast)
+#     --precision P             precision of the timed runs (default mixed, the GPU default)
+#     --trace "atoms:rx:ry:rz:steps[:labels] ..."  after the timings, the GPU timeline of each build in each case
+#                               (cupti_trace, scripts/gpu/gpu_lib.sh) into OUTDIR/trace_{old,new}_<atoms>.*; labels 1
+#                               adds a run that names each operation by its Kokkos label or host caller
+# OLD_TREE: an unpacked source tree, e.g. `git archive <commit> | tar -x -C .old_tree` carried as .old_tree (for a
+# tree of another LAMMPS stack, `scripts/prepare_carry.sh --legacy .old_tree` packs its sources).
 set -uo pipefail
-MODE=${1:?usage: compare_builds.sh build|bench OLD_TREE OUTDIR}
-OLD=$(cd "${2:?OLD_TREE}" && pwd)
-OUT=$(mkdir -p "${3:?OUTDIR}" && cd "$3" && pwd)
+usage() { sed -n '7,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+MODE=${1:-}; shift || true
+[ "$MODE" = build ] || [ "$MODE" = bench ] || usage
+CASES="648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"; POTS=water_fast; PREC=mixed; TRACE=
+while [ $# -gt 2 ]; do
+  case "$1" in
+    --cases) CASES=$2;; --potentials) POTS=$2;; --precision) PREC=$2;; --trace) TRACE=$2;;
+    *) echo "error: unknown option $1" >&2; usage;;
+  esac
+  shift 2
+done
+[ $# -eq 2 ] || usage
+for c in $CASES; do [[ $c =~ ^[0-9]+(:[0-9]+){5}$ ]] || { echo "error: --cases: '$c' is not atoms:rx:ry:rz:steps:repeats" >&2; exit 2; }; done
+[[ $PREC =~ ^(single|mixed|double)$ ]] || { echo "error: --precision takes single, mixed or double" >&2; exit 2; }
+OLD=$(cd "$1" && pwd) || usage
+OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 NEW=$(cd "$(dirname "$0")/../.." && pwd)
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -41,7 +56,7 @@ build_tree() {  # build_tree NAME TREE: writes STATE/NAME.env (LMP=...) when don
 }
 
 if [ "$MODE" = build ]; then
-  scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is .carry/ carried?)"; exit 1; }
+  unpack_carry > "$OUT/unpack.log" 2>&1 || { say "unpack failed (is .carry/ carried?)"; exit 1; }
   export -f build_tree; export STATE
   for pair in "old $OLD" "new $NEW"; do
     set -- $pair
@@ -70,9 +85,6 @@ for n in old new; do
 done
 LMP_OLD=$(grep '^LMP=' "$STATE/old.env" | cut -d= -f2-)
 LMP_NEW=$(grep '^LMP=' "$STATE/new.env" | cut -d= -f2-)
-CASES=${BATMOBILE_COMPARE_CASES:-"648:1:1:1:1000:4 10368:2:2:4:200:3 97200:5:5:6:30:3"}
-POTS=${BATMOBILE_COMPARE_POTENTIALS:-water_fast}   # model files of potentials/, without .pt
-PREC=${BATMOBILE_COMPARE_PRECISION:-mixed}
 export CUDA_VISIBLE_DEVICES=0
 RAW=$OUT/compare_raw.txt; : > "$RAW"
 md() {  # md LOG LMP TREE RX RY RZ STEPS WARMUP PRECISION (potential $POT)
@@ -117,9 +129,9 @@ trace_build() {  # trace_build old|new SUFFIX LABELS: that build's timeline of t
   local lmp=LMP_${1^^} tree=${1^^}
   cupti_trace "$OUT/libbm_cupti_trace.so" "${!lmp}" "${!tree}" "$OUT/trace_$1_$n$2" "$n" "$rx" "$ry" "$rz" "$ns" "$3"
 }
-if [ -n "${BATMOBILE_COMPARE_TRACE:-}" ]; then
+if [ -n "$TRACE" ]; then
   if build_cupti_trace "$OUT/libbm_cupti_trace.so"; then
-    for c in $BATMOBILE_COMPARE_TRACE; do
+    for c in $TRACE; do
       IFS=: read -r n rx ry rz ns labels <<<"$c"
       for who in old new; do trace_build "$who" "" 0; done
       if [ "${labels:-0}" = 1 ]; then for who in old new; do trace_build "$who" _labels 1; done; fi
@@ -132,4 +144,4 @@ fi
 python3 "$NEW/bench/md/collect_compare_builds.py" "$RAW" "$OUT/compare_builds.json" \
   --old "$(cat "$OLD/.commit" 2>/dev/null || echo unknown)" --new "$(cat "$NEW/.commit" 2>/dev/null || git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)" --precision "$PREC" \
-  --command "BATMOBILE_COMPARE_CASES='$CASES' BATMOBILE_COMPARE_POTENTIALS='$POTS' BATMOBILE_COMPARE_PRECISION=$PREC scripts/gpu/compare_builds.sh bench $2 OUTDIR"
+  --command "scripts/gpu/compare_builds.sh bench --cases '$CASES' --potentials '$POTS' --precision $PREC $(basename "$OLD") OUTDIR"

@@ -1,10 +1,31 @@
-# Sourced by the GPU scripts (scripts/gpu_check.sh, scripts/gpu/compare_builds.sh, scripts/gpu/cuda_compile_check.sh):
-# the CUDA configure of a Batmobile source tree, the MD benchmark's command line for one GPU, and GPU timelines.
+# Sourced by the GPU scripts (scripts/gpu_check.sh, scripts/gpu/compare_builds.sh, scripts/cuda_compile_check.sh):
+# the sources carried to a machine without network, the CUDA configure of a Batmobile source tree, the MD benchmark's
+# command line for one GPU, and GPU timelines. Needs scripts/common.sh sourced first.
+
+# unpack_carry: unpacks .carry/ (scripts/prepare_carry.sh, run where Debian's archive is reachable) into
+# $BATMOBILE_CACHE/src, so that the build scripts find every source tree without network, then prepares the LAMMPS
+# 2025 tree with the patched Kokkos and prints its path on the last line.
+unpack_carry() (
+  set -euo pipefail
+  local c=$BATMOBILE_REPO/.carry a t
+  [ -f "$c/SHA256SUMS" ] || { log "no $c/SHA256SUMS: run scripts/prepare_carry.sh and carry .carry"; exit 1; }
+  (cd "$c" && sha256sum -c --quiet SHA256SUMS)
+  mkdir -p "$BATMOBILE_CACHE/src"
+  for a in "$c"/*.tar.xz; do
+    t=$(basename "$a" .tar.xz)
+    if [ ! -f "$BATMOBILE_CACHE/src/$t/.complete" ]; then
+      rm -rf "${BATMOBILE_CACHE:?}/src/$t"
+      tar -C "$BATMOBILE_CACHE/src" -xJf "$a"
+      touch "$BATMOBILE_CACHE/src/$t/.complete"
+    fi
+  done
+  "$BATMOBILE_REPO/scripts/prepare_sources.sh" lammps-2025
+)
 
 # configure_cuda_tree SRC BUILD ARCH [CMAKE_ARGS...]: configures a Batmobile source tree (Ninja, Release, C++17 as
 # LAMMPS 2025's KOKKOS build) against the in-tree CUDA Kokkos 4.5.01 of LV/lib/kokkos (compiled through its
 # nvcc_wrapper) and the carried GoogleTest, for ARCH (sm_90: Kokkos_ARCH_HOPPER90; sm_80: AMPERE80; sm_89: ADA89).
-# Needs LV (the prepared sources: last line of scripts/gpu/unpack_carry.sh) and BATMOBILE_CACHE.
+# Needs LV (the prepared sources: last line of unpack_carry) and BATMOBILE_CACHE.
 # -arch leads CMAKE_CXX_FLAGS (a -DCMAKE_CXX_FLAGS=... among CMAKE_ARGS is appended to it): Kokkos 4's nvcc_wrapper
 # falls back to sm_70 without an -arch (it ignores NVCC_WRAPPER_DEFAULT_ARCH), which nvcc 13 rejects, and CMake's
 # compiler checks run it before Kokkos adds its own -arch.

@@ -21,7 +21,7 @@ T0=$(date +%s); say() { echo "[nialh +$(( $(date +%s) - T0 ))s] $*"; }
 pack() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"; }
 trap pack EXIT
 if stage frames || stage compare; then
-  scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
+  (source scripts/common.sh && source scripts/gpu/gpu_lib.sh && unpack_carry) > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
   say "host LAMMPS + MANYBODY"
   LB=$(BATMOBILE_JOBS=$(nproc) BATMOBILE_LAMMPS_CMAKE_ARGS="-DPKG_MANYBODY=ON" scripts/build_lammps.sh --backend openmp \
        2> "$OUT/build_lammps.log" | tail -n1)

@@ -30,7 +30,7 @@ COMMIT=$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || ec
 T0=$(date +%s); say() { echo "[precision_gpu $MODE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
 pack() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"; }
 trap pack EXIT
-scripts/gpu/unpack_carry.sh > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
+(source scripts/common.sh && source scripts/gpu/gpu_lib.sh && unpack_carry) > "$OUT/unpack.log" 2>&1 || say "unpack failed (is .carry/ carried?)"
 LAMMPS_BUILD=$(BATMOBILE_JOBS=$(nproc) scripts/build_lammps.sh --backend cuda 2> "$OUT/build_lammps.log" | tail -n1)
 source "$LAMMPS_BUILD/batmobile-build.env" || { say "LAMMPS build failed: see build_lammps.log"; exit 1; }
 say "LAMMPS built: $LMP"

@@ -4,11 +4,11 @@
 nvcc embeds each architecture's cubin (an ELF file) uncompressed in the host object; every kernel's code is a
 section .text.<mangled name> of 16-byte SASS instructions. This lists, for the kernels whose mangled name matches
 REGEX, the instruction count (section size / 16), so that two builds of a kernel can be compared where
-scripts/gpu/cuda_compile_check.sh --kernels left the objects (build/cuda-check). A static count is not the number
+scripts/cuda_compile_check.sh --kernels left the objects (build/cuda-check). A static count is not the number
 of instructions executed (Nsight Compute on a GPU gives that: bench/profile/ncu_sass_regions.py), but a change that
 removes work from a loop body shows up in it.
 
-  python3 scripts/gpu/cubin_sizes.py OBJECT [REGEX]    (default REGEX: const_slot_kernel_lb: the fused
+  python3 scripts/cubin_sizes.py OBJECT [REGEX]    (default REGEX: const_slot_kernel_lb: the fused
                                                             kernels that MD launches)
 """
 import re

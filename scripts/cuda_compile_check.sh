@@ -16,13 +16,13 @@
 #      after --kernels), in build/cuda-check (the stand-alone tree against the in-tree CUDA Kokkos 4.5.01, sm_90,
 #      ptxas verbose; configured on first use)
 #      and prints ptxas's registers and spill stores of the fused kernels, and their static instruction counts
-#      (scripts/gpu/cubin_sizes.py; the objects are built with uncompressed device code for it).
+#      (scripts/cubin_sizes.py; the objects are built with uncompressed device code for it).
 #   4. with --tests, first the kernel tests for CUDA (test_interaction and the other GoogleTest executables of
 #      tests/kernels; ~6 min on 2 cores): ptxas rejects sources that the host build accepts, e.g. one whose fused
 #      kernels' constant-memory launch slots (cuda_launch.hpp) exceed 64 KB.
-#   scripts/gpu/cuda_compile_check.sh [--next] [--tests] [--kernels [OBJECT ...]]
+#   scripts/cuda_compile_check.sh [--next] [--tests] [--kernels [OBJECT ...]]
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
 cd "$BATMOBILE_REPO"
 export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_90
@@ -108,6 +108,6 @@ if [ "${1:-}" = --kernels ]; then
     f=$B/src/model/CMakeFiles/batmobile_model.dir/$o.cpp.o
     [ -f "$f" ] || continue
     echo "static SASS instructions of the fused kernels that MD launches ($o):"
-    python3 scripts/gpu/cubin_sizes.py "$f"
+    python3 scripts/cubin_sizes.py "$f"
   done
 fi

@@ -6,9 +6,9 @@
 #   googletest               Debian's GoogleTest sources (/usr/src/googletest from libgtest-dev)
 #   with --legacy TREE also the LAMMPS 29 Sep 2021 and Kokkos 3.4.01 trees that an older checkout TREE (carried
 #   as .old_tree for scripts/gpu/compare_builds.sh) builds, fetched by that checkout's own fetch_sources.sh
-# Then carry .carry to the GPU machine with the repo; scripts/gpu/unpack_carry.sh unpacks it there.
+# Then carry .carry to the GPU machine with the repo; unpack_carry (scripts/gpu/gpu_lib.sh) unpacks it there.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
 "$HERE/fetch_sources.sh" "kokkos-$KOKKOS_TAG" lammps-2025
 SRC=$BATMOBILE_CACHE/src
@@ -34,4 +34,4 @@ if [ "${1:-}" = --legacy ]; then
 fi
 (cd "$C" && sha256sum ./*.tar.xz > SHA256SUMS)
 du -sh "$C"/* >&2
-log "done: carry .carry to the GPU machine (run(carry=['.carry'], ...)); scripts/gpu/unpack_carry.sh unpacks it"
+log "done: carry .carry to the GPU machine (run(carry=['.carry'], ...)); scripts/gpu/gpu_lib.sh unpacks it"
