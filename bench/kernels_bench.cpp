@@ -2,7 +2,7 @@
 //
 // Usage: batmobile_bench [--out FILE.jsonl] [--graph-dir DIR] [--reps 50] [--warmup 5] [--cases full|quick|N:k:C]
 //                        [--radial-mode 0|1|2|4|both|all] [--radial-chunk 0|2|4|8] [--check-dump DIR]
-//                        [launch settings of the attention ops, for A/B runs: see below]
+//                        [launch settings: see below]
 //   Times, on random graphs (receiver i has k distinct random senders j != i; edge e = i*k + s):
 //     sh                 ComputeSH<float, 3> of the E edge vectors (forward)
 //     conv_fwd           ConvEdgeWeights<float, L=3, all 34 paths> forward (per-edge weights given)
@@ -18,12 +18,7 @@
 //   (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   Launch settings (default: the model's; LayerParams members in brackets):
 //     --team N                  attention ops with teams of N threads (C * edge split; 0: automatic)
-//     --concurrent-adjoints 0|1 the pair and sender adjoints side by side or one after the other (concurrent_adjoints)
-//     --forward-min-blocks 0..4 0: the forward kernel not capped in registers (forward_min_blocks)
 //     --basis-chunk N           edges per prepare pass, 0: automatic (basis_chunk)
-//     --const-slots 0|1         0: Kokkos's own launch instead of the constant-memory slots (const_slot_launch)
-//     --uncapped-adjoints       also the radial mode >= 1 ops with uncapped adjoint kernels (adjoint_min_blocks = 0;
-//                               op names end in _uncapped)
 //     --conv-staged LIST        also these ConvEdgeWeights::staged values, e.g. 0,2,3 (rows conv_fwd_bwd_unstaged,
 //                               conv_fwd_bwd_staged2 / _staged3; a staged one is skipped where its scratch does not
 //                               fit)
@@ -111,8 +106,7 @@ struct BenchOptions {
   std::string graph_dir;
   std::vector<int> radial_modes = {0};
   std::vector<int> conv_staged;
-  std::optional<int> concurrent_adjoints, forward_min_blocks, basis_chunk, const_slots, role_radial_mode;
-  bool uncapped_adjoints = false;
+  std::optional<int> basis_chunk, role_radial_mode;
 };
 
 // A whole decimal number in [lo, hi] given to option `opt` (std::stoi read "1x" as 1); else the bench stops.
@@ -278,20 +272,15 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
     fill_random(go, 8, 1.0);
     InteractionWork<float, Dev> work;
     // as in the model: the sender adjoint accumulates its forces / virial apart, so that it can run beside the pair
-    // adjoint (LayerParams::concurrent_adjoints)
+    // adjoint (interaction_backward)
     work.f_send = decltype(f)("f_send", N, 3);
     work.vatom_send = decltype(f)("vatom_send", N, 6);
-    prm.concurrent_adjoints = opt.concurrent_adjoints.value_or(prm.concurrent_adjoints);
-    prm.forward_min_blocks = opt.forward_min_blocks.value_or(prm.forward_min_blocks);
     prm.basis_chunk = opt.basis_chunk.value_or(prm.basis_chunk);
-    prm.const_slot_launch = opt.const_slots.value_or(prm.const_slot_launch);
     const int ts = opt.team;
-    const bool with_uncapped = opt.uncapped_adjoints;
-    const int default_cap = LayerParams<float, Dev>().adjoint_min_blocks;
     // Times one layer's attention ops with parameters p and the kernels of layer role R (kGeneralLayer or the first /
-    // last layers' roles): forward + adjoint, and with forward_too the forward alone; rows attention_fwd_bwd<suffix>,
+    // last layers' roles): forward + adjoint, and the forward alone; rows attention_fwd_bwd<suffix>,
     // attention_fwd<suffix>, with the launch the drivers chose.
-    auto time_layer = [&](auto role_c, const LayerParams<float, Dev>& p, const std::string& suffix, bool forward_too) {
+    auto time_layer = [&](auto role_c, const LayerParams<float, Dev>& p, const std::string& suffix) {
       constexpr int R = decltype(role_c)::value;
       const auto ln = interaction_launch<float, Dev, L, true, R>(p, ts);
       const std::string extra = ", \"radial_mode\": " + std::to_string(p.radial_mode) + ", \"team_fwd\": " +
@@ -303,9 +292,7 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
                                 ", \"basis_adj\": " + std::to_string(ln.basis_adj) +
                                 ", \"tc_adj\": " + std::to_string(ln.tc_adj) +
                                 ", \"capped_adj\": " + (ln.capped_adj ? "true" : "false") +
-                                ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false") +
-                                ", \"const_slots\": " + std::to_string(p.const_slot_launch) +
-                                ", \"concurrent_adj\": " + std::to_string(p.concurrent_adjoints);
+                                ", \"capped_fwd\": " + (ln.capped_fwd ? "true" : "false");
       double ms = median_ms(
           [&] {
             interaction_forward<float, Dev, L, true, R>(g, p, h, m, o, work, ts);
@@ -319,41 +306,32 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
           warmup, reps);
       write_result(out, {"attention_fwd_bwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                    extra);
-      if (!forward_too) return;
       ms = median_ms([&] { interaction_forward<float, Dev, L, true, R>(g, p, h, m, o, work, ts); }, warmup, reps);
       write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                    extra);
     };
-    for (int mode : opt.radial_modes)
-      for (int cap : {default_cap, 0}) {
-        if (cap == 0 && (!with_uncapped || mode == 0 || default_cap == 0)) continue;
-        prm.radial_mode = mode;
-        prm.radial_chunk = radial_chunk;
-        prm.adjoint_min_blocks = cap;
-        const std::string suffix = std::string(mode == 1   ? "_radial_gemm"
-                                               : mode == 2 ? "_radial_mma"
-                                               : mode == 4 ? "_radial_mma_f16"
-                                                           : "") +
-                                   (cap != default_cap ? "_uncapped" : "");
-        // (the uncapped rows time the forward + adjoint only: the forward does not change)
-        time_layer(std::integral_constant<int, kGeneralLayer>(), prm, suffix, cap == default_cap);
-      }
+    for (int mode : opt.radial_modes) {
+      prm.radial_mode = mode;
+      prm.radial_chunk = radial_chunk;
+      const std::string suffix = mode == 1   ? "_radial_gemm"
+                                 : mode == 2 ? "_radial_mma"
+                                 : mode == 4 ? "_radial_mma_f16"
+                                             : "";
+      time_layer(std::integral_constant<int, kGeneralLayer>(), prm, suffix);
+    }
     // The first and last layers' kernels (layer roles: embedding input, the paths (0, l, l), no dE/dh; scalar output,
     // the paths (l, l, 0)), as MD runs them, with the default radial mode (or --role-radial-mode), the same radial
-    // MLP and the A/B settings above; op names end in _embedding_input, _scalar_output.
+    // MLP and the launch settings above; op names end in _embedding_input, _scalar_output.
     for (int role : {kEmbeddingInput, kScalarOutput}) {
       auto pe = make_layer_params<float, Dev, L>(C, NB, H, A, dk, rc, double(k), W1, b1, W2, rnd(A * NB, 0.3),
                                                  rnd(A * dk * C, 0.2), rnd(A * dk * C, 0.2), role);
-      pe.forward_min_blocks = prm.forward_min_blocks;
       pe.basis_chunk = prm.basis_chunk;
-      pe.const_slot_launch = prm.const_slot_launch;
-      pe.concurrent_adjoints = prm.concurrent_adjoints;
       pe.radial_chunk = radial_chunk;
       pe.radial_mode = opt.role_radial_mode.value_or(pe.radial_mode);
       if (role == kEmbeddingInput)
-        time_layer(std::integral_constant<int, kEmbeddingInput>(), pe, "_embedding_input", true);
+        time_layer(std::integral_constant<int, kEmbeddingInput>(), pe, "_embedding_input");
       else
-        time_layer(std::integral_constant<int, kScalarOutput>(), pe, "_scalar_output", true);
+        time_layer(std::integral_constant<int, kScalarOutput>(), pe, "_scalar_output");
     }
   }
 }
@@ -469,11 +447,7 @@ int main(int argc, char** argv) {
     else if (s == "--check-dump") check_dir = next();
     else if (s == "--radial-chunk") opt.radial_chunk = next_int(0, 8);
     else if (s == "--team") opt.team = next_int(0, 1024);
-    else if (s == "--concurrent-adjoints") opt.concurrent_adjoints = next_int(0, 1);
-    else if (s == "--forward-min-blocks") opt.forward_min_blocks = next_int(0, 4);
     else if (s == "--basis-chunk") opt.basis_chunk = next_int(0, kMaxBasisChunk);
-    else if (s == "--const-slots") opt.const_slots = next_int(0, 1);
-    else if (s == "--uncapped-adjoints") opt.uncapped_adjoints = true;
     else if (s == "--role-radial-mode") {
       const std::string v = next();
       if (v != "0" && v != "1" && v != "2" && v != "4") {

@@ -40,8 +40,8 @@
 //   InteractionKernel::SendAdj   team j (other ranks' ghosts): loops over edges with sender j (sender CSR),
 //                                recomputes them; dE/dh_j (gather), sender force, half virial, dE/dk_j. With its
 //                                own force / virial accumulators (InteractionWork::f_send) it can run beside
-//                                PairAdj on CUDA (lanes.hpp; LayerParams::concurrent_adjoints with
-//                                const_slot_launch; default on).
+//                                PairAdj on CUDA (lanes.hpp, with the fused kernels launched from
+//                                constant-memory slots: cuda_launch.hpp).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
 // Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk

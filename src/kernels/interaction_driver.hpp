@@ -13,6 +13,7 @@
 #include "cuda_cache.hpp"
 #include "cuda_launch.hpp"
 #include "graph.hpp"
+#include "impl/launch_tuning.hpp"
 #include "interaction_launch.hpp"
 #include "interaction_project_qk.hpp"
 #include "lanes.hpp"
@@ -24,8 +25,9 @@ template <class T, class Device>
 struct InteractionWork {
   Kokkos::View<T**, Kokkos::LayoutRight, Device> q, k, M, Z, gq, gk;
   // Optional, set by the caller: the sender adjoint's own force / virial accumulators (n_total, 3) and (n_total, 6),
-  // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and may run side by
-  // side (LayerParams::concurrent_adjoints); without them the sender adds to f and vatom after the pair adjoint.
+  // summed with f and vatom by the caller. With them the two adjoints write disjoint arrays and run side by side
+  // where the back-end has concurrent Lanes (CUDA); without them the sender adds to f and vatom after the pair
+  // adjoint.
   Kokkos::View<double**, Kokkos::LayoutRight, Device> f_send, vatom_send;
   std::shared_ptr<Lanes<typename Device::execution_space>> lanes;  // created at the first concurrent adjoint
   // Set by a caller that wrote q and k for the next interaction_forward itself (e.g. per species, for an embedding
@@ -50,7 +52,7 @@ struct InteractionWork {
   }
 };
 
-// The launches that LayerParams::const_slot_launch can take over (compiled only there, to keep the build time):
+// The launches that parallel_for_const_slots takes over (compiled only there, to keep the build time):
 // CUDA builds, float, radial mode >= 1, capped (fused_cap_blocks): the forward and the adjoints with key width
 // <= kSmallDk, as MD runs them. The uncapped launches go through Kokkos's.
 template <class Kern, class Pol>
@@ -61,12 +63,12 @@ inline constexpr bool const_slots_compiled = [] {
   return false;
 }();
 
-// parallel_for of a fused kernel: through parallel_for_const_slots where LayerParams::const_slot_launch asks for it,
-// else through Kokkos's constant buffer (parallel_for_constant).
+// parallel_for of a fused kernel: through parallel_for_const_slots where compiled (unless a test switched it off:
+// impl::LaunchTuning), else through Kokkos's constant buffer (parallel_for_constant).
 template <class Kern, class Pol>
 void launch_fused(const char* name, const Kern& kern, const Pol& pol) {
   if constexpr (const_slots_compiled<Kern, Pol>) {
-    if (kern.prm.const_slot_launch == 1) {
+    if (impl::launch_tuning().const_slot_launch) {
       parallel_for_const_slots(name, pol, kern);
       return;
     }
@@ -87,7 +89,7 @@ template <class Kern, class Pol>
 void launch_kernel(const char* name, const Kern& kern, const Pol& pol, const typename Kern::exec& space) {
   using Tag = typename Pol::work_tag;
   if constexpr (fused_cap_blocks<Kern, Tag> > 0) {
-    if (fused_capped<Kern, Tag>(kern, pol.team_size())) {
+    if (fused_capped<Kern, Tag>(pol.team_size())) {
       launch_fused(name, kern, policy_on<CappedPolicy<Kern, Tag>>(space, pol));
       return;
     }
@@ -186,14 +188,15 @@ void interaction_backward(const Graph<T, Device>& g, const LayerParams<T, Device
     kern.vatom = vatom;
     // The pair adjoint covers every edge of the owned atoms, the sender adjoint the edges of other ranks' ghosts
     // (none with sender groups: their images are owned atoms). Where the caller gave the sender adjoint its own
-    // accumulators, the two kernels write disjoint arrays and may run side by side.
+    // accumulators, the two kernels write disjoint arrays and run side by side on two Lanes (CUDA streams): their
+    // teams fill the GPU's block slots better together than two partial waves in turn.
     const int senders = g.n_send >= 0 ? 0 : g.n_total - g.n_recv;
     Kern send = kern;
     send.atom0 = g.n_recv;
     const bool own = work.f_send.extent(0) >= size_t(g.n_total) && work.vatom_send.extent(0) >= size_t(g.n_total) &&
                      work.f_send.extent(1) == 3 && work.vatom_send.extent(1) == 6;
     if (own) send.f = work.f_send, send.vatom = work.vatom_send;
-    const bool concurrent = senders > 0 && own && prm.concurrent_adjoints == 1 && Lanes<exec>::concurrent;
+    const bool concurrent = senders > 0 && own && Lanes<exec>::concurrent;
     if (concurrent && !work.lanes) work.lanes = std::make_shared<Lanes<exec>>();
     if (concurrent) work.lanes->fork();
     const exec& first_space = concurrent ? work.lanes->lane(0) : default_instance<exec>();

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "cuda_cache.hpp"
+#include "impl/launch_tuning.hpp"
 #include "interaction_adjoint.hpp"
 #include "interaction_forward.hpp"
 
@@ -82,10 +83,9 @@ Kokkos::pair<int, int> gpu_launch(int C, int H, int dk, int adjoint, bool team_r
 
 // Register caps of the fused kernels, Kokkos::LaunchBounds<128, B> (at most 65536 / (128 B) registers per thread),
 // compiled only where they apply, to keep the build time: device back-ends, float, radial mode >= 1; used there when
-// the team has <= 128 threads. The forward with B = 4 (LayerParams::forward_min_blocks = 4, the default: 4 blocks of
-// 128 threads per SM instead of 3), the adjoints with key width <= kSmallDk with B = 3 (adjoint_min_blocks = 3, the
-// default: 168 registers, 3 blocks per SM instead of 2), those of the first and last layers (ROLE kEmbeddingInput,
-// kScalarOutput) with B = 4 (adjoint_min_blocks = 3 asks for it too: their uncapped registers come close to 128).
+// the team has <= 128 threads. The forward with B = 4 (4 blocks of 128 threads per SM instead of 3), the adjoints
+// with key width <= kSmallDk with B = 3 (168 registers, 3 blocks per SM instead of 2), those of the first and last
+// layers (ROLE kEmbeddingInput, kScalarOutput) with B = 4 (their uncapped registers come close to 128).
 // fused_cap_blocks: that B, 0 where no cap is compiled.
 template <class Kern, class Tag>
 inline constexpr bool is_forward_tag = std::is_same<Tag, typename Kern::template ForwardT<true>>::value ||
@@ -100,13 +100,14 @@ template <class Kern, class Tag>
 using CappedPolicy =
     Kokkos::TeamPolicy<typename Kern::exec, Tag, Kokkos::LaunchBounds<128, fused_cap_blocks<Kern, Tag>>>;
 
-// Whether kernel `kern` of tag Tag launches capped with teams of team_size: compiled, asked for (forward_min_blocks
-// or adjoint_min_blocks > 0, i.e. 4 or 3: the values the model accepts) and teams of at most 128 threads.
+// Whether a kernel of tag Tag launches capped with teams of team_size: compiled and teams of at most 128 threads
+// (unless a test switched the cap off: impl::LaunchTuning).
 template <class Kern, class Tag>
-bool fused_capped(const Kern& kern, int team_size) {
+bool fused_capped(int team_size) {
   constexpr int B = fused_cap_blocks<Kern, Tag>;
-  const int want = is_forward_tag<Kern, Tag> ? kern.prm.forward_min_blocks : kern.prm.adjoint_min_blocks;
-  return B > 0 && want > 0 && team_size <= 128;
+  const impl::LaunchTuning& tuning = impl::launch_tuning();
+  const bool want = is_forward_tag<Kern, Tag> ? tuning.cap_forward : tuning.cap_adjoints;
+  return B > 0 && want && team_size <= 128;
 }
 
 // The largest of basis_edges, basis_edges - radial_edges, ..., radial_edges whose blocks(.) is at least
@@ -136,9 +137,9 @@ int wave_aware_split(int n, int S_max, const Slots& slots) {
 
 // Blocks per SM of kernel `kern` of tag Tag as launch_fused will launch it (capped or not), -1 off CUDA.
 template <class Tag, class Kern>
-int fused_blocks_per_sm(const Kern& kern, int team_size, size_t bytes) {
+int fused_blocks_per_sm(const Kern&, int team_size, size_t bytes) {
   if constexpr (fused_cap_blocks<Kern, Tag> > 0)
-    if (fused_capped<Kern, Tag>(kern, team_size)) return blocks_per_sm<Kern, CappedPolicy<Kern, Tag>>(team_size, bytes);
+    if (fused_capped<Kern, Tag>(team_size)) return blocks_per_sm<Kern, CappedPolicy<Kern, Tag>>(team_size, bytes);
   return blocks_per_sm<Kern, Kokkos::TeamPolicy<typename Kern::exec, Tag>>(team_size, bytes);
 }
 
@@ -294,7 +295,7 @@ struct InteractionLaunch {
   int basis_fwd = 0, basis_adj = 0;  // mode 1 basis chunks (edges per prepare pass)
   int tc_fwd, tc_adj;
   bool capped_adj = false;  // adjoint launched capped (LaunchBounds<128, 3>; first/last layer roles <128, 4>)
-  bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4> (LayerParams::forward_min_blocks)
+  bool capped_fwd = false;  // forward launched with LaunchBounds<128, 4>
   bool fixed_dims = false;  // kernels with their dimensions compiled in (FixedDims)
   size_t bytes_fwd, bytes_adj;
 };
@@ -306,7 +307,7 @@ void note_launch(const Kern& kern, const Pol& pol, int& team, int& chunk, int& b
   chunk = kern.radial_edges;
   basis = kern.basis_edges;
   tensor_cores = kern.use_tensor_cores;
-  capped = fused_capped<Kern, typename Pol::work_tag>(kern, pol.team_size());
+  capped = fused_capped<Kern, typename Pol::work_tag>(pol.team_size());
 }
 
 // ROLE: the layer role's kernels (InteractionKernel; prm from make_layer_params with the same role), here and in

@@ -2,7 +2,7 @@
 //
 // LayerParams: W1 (H, NB), b1 (H), W2t (H, 2 P C) = transpose of radial.W2 (so that channel-threads read
 //   consecutive addresses), Wg (A, NB), Wq, Wk (A*dk, C), r_c, inv_avg = 1 / avg_num_neighbors, and the kernels'
-//   launch options (radial mode, chunks, register caps, launch path).
+//   launch options (radial mode, chunks; the register caps and the launch path are fixed: impl/launch_tuning.hpp).
 // make_layer_params() builds it from host arrays in the model-file shapes.
 #pragma once
 #include <Kokkos_Core.hpp>
@@ -67,28 +67,6 @@ struct LayerParams {
   // nf H / span items take one round of the team (auto_prepare_span); else a divisor of H. Results are bit-identical
   // for every value. One-thread teams (host back-ends) always take all H hidden units of an edge in one item.
   int prepare_span = 0;
-  // 3 = adjoint kernels launched with their register cap where fused_capped() says so (Kokkos::LaunchBounds<128, 3>;
-  // those of the first and last layer roles <128, 4>), 0 = uncapped. Default 3: the extra block per SM made the
-  // adjoints faster on the H200.
-  int adjoint_min_blocks = 3;
-  // 4 = the forward kernel (radial mode 1/2, float, device back-ends, teams <= 128) launched with
-  // Kokkos::LaunchBounds<128, 4>: at most 128 registers, so that 4 blocks of 128 threads fit on an SM instead of 3
-  // (uncapped it takes a register or two more; capped it does not spill); 0 = uncapped.
-  int forward_min_blocks = 4;
-  // 1 = the fused kernels that MD runs (float, radial mode 1/2, capped: fused_capped; the forward and the adjoints)
-  // launched by parallel_for_const_slots (cuda_launch.hpp: their functor in a constant-memory buffer of their own,
-  // so that the host no longer waits for the previous kernel of any kind before each launch, as Kokkos makes it;
-  // the same code as Kokkos's launch); CUDA builds only, elsewhere ignored. Default 1: it lets the two adjoint
-  // kernels overlap (concurrent_adjoints). basis_chunk = 0's occupancy guard reads the registers of Kokkos's kernels
-  // (ptxas: the same as these).
-  int const_slot_launch = 1;
-  // 1 = the pair adjoint and the sender adjoint of other ranks' ghosts (interaction_backward) on two Lanes
-  // (lanes.hpp: CUDA streams) where the caller gave the sender its own force / virial accumulators
-  // (InteractionWork::f_send, vatom_send); 0 = one after the other on the default instance. They overlap only with
-  // const_slot_launch = 1: through Kokkos's launch the host waits for the first kernel to finish before it
-  // launches the second. Default 1: the two kernels' teams fill the GPU's block slots better together than two
-  // partial waves in turn.
-  int concurrent_adjoints = 1;
 };
 
 // Dimensions of a fused kernel (InteractionKernel's Dims): RuntimeDims reads C, H, NB, A and dk from LayerParams;

@@ -17,7 +17,7 @@
 // that they also hold with per-thread default streams. Throws std::runtime_error on a CUDA error.
 // Kernels launched through Kokkos with a functor over 512 B still do not overlap on two lanes: before each such
 // launch the host waits for the previous one to finish (cuda_launch.hpp); the fused kernels overlap when launched
-// by parallel_for_const_slots (LayerParams::const_slot_launch).
+// by parallel_for_const_slots (interaction_driver.hpp's launch_fused).
 #pragma once
 #include <Kokkos_Core.hpp>
 

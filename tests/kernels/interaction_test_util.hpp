@@ -7,6 +7,7 @@
 #pragma once
 #include <set>
 
+#include "kernels/impl/launch_tuning.hpp"
 #include "test_util.hpp"
 
 namespace interaction_test {
@@ -195,17 +196,16 @@ inline RefOut reference(const Model& M, const System& S, const std::vector<doubl
   return R;
 }
 
-// How the kernels are launched: team size (0 = automatic) and LayerParams::radial_mode / radial_chunk.
+// How the kernels are launched: team size (0 = automatic), LayerParams::radial_mode / radial_chunk, and the
+// test-only launch switches in effect during the run (register caps, constant-memory launch).
 struct Launch {
-  int team_size, radial_mode, radial_chunk, min_blocks;  // min_blocks: LayerParams::adjoint_min_blocks
-  int basis_chunk = 0;                                   // LayerParams::basis_chunk
+  int team_size, radial_mode, radial_chunk;
+  int basis_chunk = 0;                                        // LayerParams::basis_chunk
   int prepare_span = LayerParams<float, Dev>().prepare_span;  // LayerParams::prepare_span
-  int const_slots = LayerParams<float, Dev>().const_slot_launch;
-  int fwd_blocks = LayerParams<float, Dev>().forward_min_blocks;  // LayerParams::forward_min_blocks
-  // InteractionWork::f_send / vatom_send given (the sender adjoint's own accumulators, summed after the run) and
-  // LayerParams::concurrent_adjoints
+  impl::LaunchTuning tuning;                                  // the production launch unless a test changes it
+  // InteractionWork::f_send / vatom_send given (the sender adjoint's own accumulators, summed after the run; with
+  // them the adjoints run side by side on CUDA)
   bool send_accumulators = false;
-  int concurrent = LayerParams<float, Dev>().concurrent_adjoints;
   // the kernels of a layer role (InteractionKernel's ROLE, common.hpp) with the parameters they take (make_layer_params'
   // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
   // and gives m, o for l = 0 only (0 elsewhere)
@@ -215,16 +215,14 @@ struct Launch {
   // the kernels with kernels::BundledDims compiled in (L = kBundledL only; the model must have those dimensions, else
   // the drivers throw)
   bool bundled_dims = false;
-  Launch(int ts = 0, int mode = 0, int chunk = 0, int blocks = LayerParams<float, Dev>().adjoint_min_blocks)
-      : team_size(ts), radial_mode(mode), radial_chunk(chunk), min_blocks(blocks) {}
+  Launch(int ts = 0, int mode = 0, int chunk = 0) : team_size(ts), radial_mode(mode), radial_chunk(chunk) {}
   std::string str() const {
     return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
-           std::to_string(radial_chunk) + " min_blocks " + std::to_string(min_blocks) + " fwd_blocks " +
-           std::to_string(fwd_blocks) + " basis " +
-           std::to_string(basis_chunk) + " span " + std::to_string(prepare_span) + " const_slots " + std::to_string(const_slots) + " send_acc " +
-           std::to_string(send_accumulators) + " concurrent " + std::to_string(concurrent) + " role " +
-           std::to_string(role) + " forward_team " + std::to_string(forward_team) + " bundled_dims " +
-           std::to_string(bundled_dims);
+           std::to_string(radial_chunk) + " cap_fwd " + std::to_string(tuning.cap_forward) + " cap_adj " +
+           std::to_string(tuning.cap_adjoints) + " basis " + std::to_string(basis_chunk) + " span " +
+           std::to_string(prepare_span) + " const_slots " + std::to_string(tuning.const_slot_launch) + " send_acc " +
+           std::to_string(send_accumulators) + " role " + std::to_string(role) + " forward_team " +
+           std::to_string(forward_team) + " bundled_dims " + std::to_string(bundled_dims);
   }
 };
 
@@ -296,6 +294,7 @@ template <class T, int L>
 KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<double>& x,
                          const std::vector<double>& h, const std::vector<double>& gm, const std::vector<double>& go,
                          bool backward, Launch ln = {}) {
+  const impl::ScopedLaunchTuning tuning(ln.tuning);
   const int K = num_sh(L), C = M.C, team_size = ln.team_size;
   std::vector<T> xt(x.begin(), x.end());
   auto g = make_graph<T, Dev>(xt, S.n_recv, S.recv, S.send);
@@ -303,12 +302,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
                                           ln.role);
   prm.radial_mode = ln.radial_mode;
   prm.radial_chunk = ln.radial_chunk;
-  prm.adjoint_min_blocks = ln.min_blocks;
-  prm.forward_min_blocks = ln.fwd_blocks;
   prm.basis_chunk = ln.basis_chunk;
   prm.prepare_span = ln.prepare_span;
-  prm.const_slot_launch = ln.const_slots;
-  prm.concurrent_adjoints = ln.concurrent;
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     Kokkos::View<T***, Kokkos::LayoutRight, Dev> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);

@@ -35,13 +35,13 @@ SplitCase split_case(unsigned seed) {
   return {std::move(M), std::move(S), std::move(E)};
 }
 
-// The register caps (fused_capped; compiled for device back-ends, float, radial mode >= 1, teams <= 128):
-// LayerParams::adjoint_min_blocks = 3 (adjoints with dk <= kSmallDk at 168 registers) and forward_min_blocks = 4
-// (the forward at 128). The launch must report each cap exactly there, and the capped kernels must match the
-// reference, finite differences and the uncapped kernels through both launches (a cap changes registers, not
-// arithmetic: equal to rounding).
+// The register caps (fused_capped; compiled for device back-ends, float, radial mode >= 1, teams <= 128): the
+// adjoints with dk <= kSmallDk at 168 registers (LaunchBounds<128, 3>) and the forward at 128 (<128, 4>), each
+// switched off for the comparison through impl::LaunchTuning. The launch must report each cap exactly there, and the
+// capped kernels must match the reference, finite differences and the uncapped kernels through both launches (a cap
+// changes registers, not arithmetic: equal to rounding).
 void check_register_cap(bool forward, unsigned seed) {
-  const int C = 8, B = forward ? 4 : 3;
+  const int C = 8;
   constexpr int L = 2;
   std::mt19937 rng(seed);
   const Model M = make_model(L, rng, 3, 16);
@@ -49,27 +49,23 @@ void check_register_cap(bool forward, unsigned seed) {
                                               M.Wk);
   for (int mode : {0, 1, 2})
     for (int ts : {32, 64})  // the teams TensorCoreRadial runs on the H200 with this C
-      for (int blocks : {0, B}) {
+      for (bool cap : {false, true}) {
         prm.radial_mode = mode;
-        (forward ? prm.forward_min_blocks : prm.adjoint_min_blocks) = blocks;
+        impl::LaunchTuning tuning;
+        (forward ? tuning.cap_forward : tuning.cap_adjoints) = cap;
+        const impl::ScopedLaunchTuning scoped(tuning);
         const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
-        EXPECT_EQ(forward ? ln.capped_fwd : ln.capped_adj, blocks == B && mode >= 1 && ts <= 128)
-            << mode << " " << ts << " " << blocks;
+        EXPECT_EQ(forward ? ln.capped_fwd : ln.capped_adj, cap && mode >= 1 && ts <= 128)
+            << mode << " " << ts << " " << cap;
       }
   const System S = split_system(L, C, M.rc, rng);
   const Expected E = expected(M, S, rng);
-  for (int slots : {0, 1})
+  for (bool slots : {false, true})
     for (int ts : {32, 64})
       for (int mode : {1, 2}) {
         Launch capped(ts, mode, 0), plain(ts, mode, 0);
-        if (forward) {
-          capped.fwd_blocks = B;
-          plain.fwd_blocks = 0;
-        } else {
-          capped.min_blocks = B;
-          plain.min_blocks = 0;
-        }
-        capped.const_slots = plain.const_slots = slots;
+        (forward ? plain.tuning.cap_forward : plain.tuning.cap_adjoints) = false;
+        capped.tuning.const_slot_launch = plain.tuning.const_slot_launch = slots;
         check_against<L>(M, S, E, capped);
         compare_runs<float, L>(M, S, E, plain, capped, 1e-6);
       }
@@ -85,7 +81,7 @@ TEST(Interaction, ForwardRegisterCap) {
   check_register_cap(true, 97);
 }
 
-// LayerParams::const_slot_launch (CUDA builds): the fused kernels launched by parallel_for_const_slots (their
+// The constant-memory launch (CUDA builds): the fused kernels launched by parallel_for_const_slots (their
 // functor in constant-memory slots of their own, used in turn) give bit for bit the results of Kokkos's launch, over
 // several calls (both slots of each kernel, back to back without a fence between the launches of one call), for the
 // forward and the capped adjoints at teams of 32 and 64.
@@ -93,7 +89,7 @@ TEST(Interaction, ConstSlotLaunch) {
   using Kern = InteractionKernel<float, Dev, 2, true>;
   using FwdTag = Kern::ForwardT<true>;
   if (!const_launch_available) GTEST_SKIP() << "our own constant-memory launch exists in CUDA builds only";
-  // the forward as MD launches it (capped: forward_min_blocks = 4) has its slot kernels
+  // the forward as MD launches it (capped: LaunchBounds<128, 4>) has its slot kernels
   ASSERT_TRUE((const_slots_compiled<Kern, CappedPolicy<Kern, FwdTag>>));
   EXPECT_NE((const_slot_kernels<Kern, CappedPolicy<Kern, FwdTag>>().first), nullptr);
   constexpr int L = 2;  // split_case's C = 8
@@ -101,17 +97,16 @@ TEST(Interaction, ConstSlotLaunch) {
   for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
     for (int mode : {1, 2}) {
       Launch plain(ts, mode, 0);
-      plain.const_slots = 0;  // Kokkos's launch
+      plain.tuning.const_slot_launch = false;  // Kokkos's launch
       const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
       Launch own = plain;
-      own.const_slots = 1;
+      own.tuning.const_slot_launch = true;
       for (int rep = 0; rep < 3; ++rep) {
         SCOPED_TRACE(own.str() + " rep " + std::to_string(rep));
         expect_bitwise_equal(ref, run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, own));
       }
     }
-  Launch own(64, 2, 0);
-  own.const_slots = 1;
+  Launch own(64, 2, 0);  // (the production launch: through the slots)
   check_against<L>(M, S, E, own);  // and against the reference and finite differences
 }
 
@@ -171,7 +166,7 @@ TEST(Interaction, FusedLaunchesReuseDrivers) {
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
   prm.radial_mode = 2;  // as MD runs it: capped, through the slots
-  ASSERT_EQ(prm.const_slot_launch, 1);
+  ASSERT_TRUE(impl::launch_tuning().const_slot_launch);
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     View3<float> v(std::string(name), n, K, C);
     auto hm = Kokkos::create_mirror_view(v);
@@ -331,11 +326,11 @@ TEST(Interaction, PrepareSpan) {
 }
 
 // InteractionWork::f_send / vatom_send: the sender adjoint accumulates its forces and virial there (it must: else
-// the pair and sender adjoints would race on f when they run side by side, as they do on CUDA with concurrent_adjoints = 1 and
-// const_slot_launch = 1), and
-// the sums are bit for bit those of one shared accumulator (each array gets one addend per atom here, from zero); run
-// side by side or one after the other, for the automatic team and the GPU / host paths, radial modes 0-2; the sums
-// also against the reference and finite differences.
+// the pair and sender adjoints would race on f when they run side by side, as they do on CUDA), and the sums are bit
+// for bit those of one shared accumulator, with which the adjoints run one after the other (each array gets one
+// addend per atom here, from zero); through both launches (on CUDA the adjoints overlap only through the
+// constant-memory slots), for the automatic team and the GPU / host paths, radial modes 0-2; the sums also against
+// the reference and finite differences.
 TEST(Interaction, ConcurrentAdjoints) {
   const int C = 8;
   constexpr int L = 2;
@@ -345,21 +340,19 @@ TEST(Interaction, ConcurrentAdjoints) {
     if (team_size_max() >= ts) teams.push_back(ts);
   for (int mode : {0, 1, 2})
     for (int ts : teams) {
-      Launch plain(ts, mode, 0);  // one accumulator: the adjoints one after the other, whatever `concurrent` says
-      plain.const_slots = 0;
+      Launch plain(ts, mode, 0);  // one accumulator: the adjoints one after the other
+      plain.tuning.const_slot_launch = false;
       const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
-      for (int conc : {1, 0})
-        for (int slots : {0, 1}) {  // (const slots: CUDA only; with them the two adjoints overlap there)
-          Launch ln = plain;
-          ln.send_accumulators = true;
-          ln.concurrent = conc;
-          ln.const_slots = slots;
-          SCOPED_TRACE(ln.str());
-          const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
-          EXPECT_GT(max_diff(run.f_send, decltype(run.f_send)("zero", S.n_total, 3)).first, 0.0);
-          EXPECT_GT(max_diff(run.vatom_send, decltype(run.f_send)("zero", S.n_total, 6)).first, 0.0);
-          expect_bitwise_equal(ref, run);
-        }
+      for (bool slots : {false, true}) {  // (const slots: CUDA only; with them the two adjoints overlap there)
+        Launch ln = plain;
+        ln.send_accumulators = true;
+        ln.tuning.const_slot_launch = slots;
+        SCOPED_TRACE(ln.str());
+        const auto run = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, ln);
+        EXPECT_GT(max_diff(run.f_send, decltype(run.f_send)("zero", S.n_total, 3)).first, 0.0);
+        EXPECT_GT(max_diff(run.vatom_send, decltype(run.f_send)("zero", S.n_total, 6)).first, 0.0);
+        expect_bitwise_equal(ref, run);
+      }
     }
   Launch ln(0, 2, 0);
   ln.send_accumulators = true;
