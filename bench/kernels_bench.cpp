@@ -10,10 +10,11 @@
 //     attention_fwd_bwd  fused interaction + on-the-fly attention of one layer (docs/model.md, L=2, A=4, dk=8,
 //                        NB=8, H=32) forward + adjoint (dE/dh, forces, virial)
 //     attention_fwd      its forward alone
-//   --radial-mode picks LayerParams::radial_mode of the attention ops (default 0; "both" times 0 and 1, "all"
-//   0, 1, 2 and 4); mode 1 ops are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor
-//   cores) ..._radial_mma, mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets
-//   radial_chunk; --role-radial-mode the radial mode of the first and last layers' ops (rows ..._embedding_input,
+//   --radial-mode picks LayerParams::radial_mode of the attention ops by its value (RadialMode: 0 kPerEdge, the
+//   default; 1 kTeamGemm, 2 kTensorCore, 4 kTensorCoreF16; "both" times 0 and 1, "all" 0, 1, 2 and 4); mode 1 ops
+//   are named attention_fwd_bwd_radial_gemm and attention_fwd_radial_gemm, mode 2 (tensor cores) ..._radial_mma,
+//   mode 4 (f16 tensor cores, precision mixed) ..._radial_mma_f16; --radial-chunk sets radial_chunk;
+//   --role-radial-mode the radial mode of the first and last layers' ops (rows ..._embedding_input,
 //   ..._scalar_output; default LayerParams's, 2). Attention records also carry the launch (team size, mode-1 chunk
 //   (0 = mode 0) and whether the tensor cores ran, of forward and adjoint).
 //   Launch settings (default: the model's; LayerParams members in brackets):
@@ -104,10 +105,19 @@ RandomGraph make_random_graph(int N, int k, unsigned seed) {
 struct BenchOptions {
   int reps = 50, warmup = 5, radial_chunk = 0, team = 0;
   std::string graph_dir;
-  std::vector<int> radial_modes = {0};
+  std::vector<RadialMode> radial_modes = {RadialMode::kPerEdge};
   std::vector<int> conv_staged;
-  std::optional<int> basis_chunk, role_radial_mode;
+  std::optional<int> basis_chunk;
+  std::optional<RadialMode> role_radial_mode;
 };
+
+// The radial mode that "0", "1", "2" or "4" names (its RadialMode value); std::nullopt for anything else.
+std::optional<RadialMode> parse_radial_mode(const std::string& v) {
+  using R = RadialMode;
+  for (R m : {R::kPerEdge, R::kTeamGemm, R::kTensorCore, R::kTensorCoreF16})
+    if (v == std::to_string(int(m))) return m;
+  return std::nullopt;
+}
 
 // A whole decimal number in [lo, hi] given to option `opt` (std::stoi read "1x" as 1); else the bench stops.
 int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
@@ -283,7 +293,7 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
     auto time_layer = [&](auto role_c, const LayerParams<float, Dev>& p, const std::string& suffix) {
       constexpr int R = decltype(role_c)::value;
       const auto ln = interaction_launch<float, Dev, L, true, R>(p, ts);
-      const std::string extra = ", \"radial_mode\": " + std::to_string(p.radial_mode) + ", \"team_fwd\": " +
+      const std::string extra = ", \"radial_mode\": " + std::to_string(int(p.radial_mode)) + ", \"team_fwd\": " +
                                 std::to_string(ln.team_fwd) + ", \"chunk_fwd\": " + std::to_string(ln.chunk_fwd) +
                                 ", \"tc_fwd\": " + std::to_string(ln.tc_fwd) +
                                 ", \"team_adj\": " + std::to_string(ln.team_adj) +
@@ -310,13 +320,13 @@ void run_case(std::FILE* out, int N, int k, int C, const BenchOptions& opt) {
       write_result(out, {"attention_fwd" + suffix, N, k, C, ms, base >= 0 ? device_used_bytes() - base : -1, -1},
                    extra);
     };
-    for (int mode : opt.radial_modes) {
+    for (RadialMode mode : opt.radial_modes) {
       prm.radial_mode = mode;
       prm.radial_chunk = radial_chunk;
-      const std::string suffix = mode == 1   ? "_radial_gemm"
-                                 : mode == 2 ? "_radial_mma"
-                                 : mode == 4 ? "_radial_mma_f16"
-                                             : "";
+      const std::string suffix = mode == RadialMode::kTeamGemm         ? "_radial_gemm"
+                                 : mode == RadialMode::kTensorCore     ? "_radial_mma"
+                                 : mode == RadialMode::kTensorCoreF16 ? "_radial_mma_f16"
+                                                                       : "";
       time_layer(std::integral_constant<int, kGeneralLayer>(), prm, suffix);
     }
     // The first and last layers' kernels (layer roles: embedding input, the paths (0, l, l), no dE/dh; scalar output,
@@ -450,11 +460,11 @@ int main(int argc, char** argv) {
     else if (s == "--basis-chunk") opt.basis_chunk = next_int(0, kMaxBasisChunk);
     else if (s == "--role-radial-mode") {
       const std::string v = next();
-      if (v != "0" && v != "1" && v != "2" && v != "4") {
+      opt.role_radial_mode = parse_radial_mode(v);
+      if (!opt.role_radial_mode) {
         std::fprintf(stderr, "batmobile_bench: --role-radial-mode takes 0, 1, 2 or 4, not '%s'\n", v.c_str());
         return 2;
       }
-      opt.role_radial_mode = std::stoi(v);
     }
     else if (s == "--conv-staged") {
       const std::string list = next();
@@ -471,9 +481,11 @@ int main(int argc, char** argv) {
     }
     else if (s == "--radial-mode") {
       const std::string v = next();
-      if (v == "0" || v == "1" || v == "2" || v == "4") opt.radial_modes = {std::stoi(v)};
-      else if (v == "both") opt.radial_modes = {0, 1};
-      else if (v == "all") opt.radial_modes = {0, 1, 2, 4};
+      if (const auto mode = parse_radial_mode(v)) opt.radial_modes = {*mode};
+      else if (v == "both") opt.radial_modes = {RadialMode::kPerEdge, RadialMode::kTeamGemm};
+      else if (v == "all")
+        opt.radial_modes = {RadialMode::kPerEdge, RadialMode::kTeamGemm, RadialMode::kTensorCore,
+                            RadialMode::kTensorCoreF16};
       else {
         std::fprintf(stderr, "--radial-mode: 0, 1, 2, 4, both or all\n");
         return 2;

@@ -43,14 +43,15 @@
 //                                PairAdj on CUDA (lanes.hpp, with the fused kernels launched from
 //                                constant-memory slots: cuda_launch.hpp).
 //   ProjectQK (+ ::Adjoint)      node kernels: q, k = Wq, Wk . h[.][0] and gh[.][0] += Wq^T gq + Wk^T gk.
-// Radial mode 1 (LayerParams::radial_mode = 1; separate kernel instantiations, tags ForwardT<true> etc.): after
+// Radial mode 1 (RadialMode::kTeamGemm; separate kernel instantiations, tags ForwardT<true> etc.): after
 // the hidden layer, the team (on host back-ends the team's one thread) computes the radial outputs of all chunk
 // edges at once, a GEMM [n x H] x [H x NW C] in which thread tr owns the columns tr + ts x and register-blocks 4
 // columns x 4 (or 2) edges, so that each W2t load feeds several edges; w and dw/dd (envelope applied) go to team
 // scratch and the channel-threads read their NW values per edge. Chunks of 8, 4 or 2 edges (the scratch holds
 // radial_edges x NW C outputs; the end-of-atom arrays overlap the chunk, except with one thread per team); where no
 // chunk fits scratch_size_max(0) the mode-0 kernels run.
-// Radial mode 2 (default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32) where they apply.
+// Radial mode 2 (RadialMode::kTensorCore, default): mode 1 with that GEMM on tensor cores (radial_mma, 3xTF32)
+// where they apply; mode 4 (kTensorCoreF16) with f16 operands.
 // Host drivers: interaction_forward(), interaction_backward() (workspace in InteractionWork; optional team_size:
 // 0 = automatic (host: 1; GPU: C * S with S = 128 / C, at least 1, team <= 256, lowered until the team scratch
 // fits scratch_size_max(0) and the team fits team_size_max), 1 = one thread per team, C * S = edge split S).

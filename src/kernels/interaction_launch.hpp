@@ -162,8 +162,7 @@ int basis_chunk_keeping_occupancy(const Kern& kern, int adjoint, int team_size) 
 template <class Kern>
 void check_launch_options(const Kern& kern) {
   const int want = kern.prm.radial_chunk;
-  const int mode = kern.prm.radial_mode;
-  if ((mode != 0 && mode != 1 && mode != 2 && mode != 4) || (want != 0 && want != 2 && want != 4 && want != 8))
+  if (!valid_radial_mode(kern.prm.radial_mode) || (want != 0 && want != 2 && want != 4 && want != 8))
     throw std::invalid_argument("batmobile: radial_mode must be 0, 1, 2 or 4 and radial_chunk 0, 2, 4 or 8");
   if (kern.prm.basis_chunk < 0) throw std::invalid_argument("batmobile: basis_chunk must be >= 0");
   if (kern.prm.prepare_span < 0 || (kern.prm.prepare_span > 0 && kern.prm.H % kern.prm.prepare_span != 0))
@@ -179,16 +178,16 @@ void check_launch_options(const Kern& kern) {
 // kern.basis_edges (its basis chunk: basis_chunk_for, after the radial chunk is chosen, so that it never costs a
 // smaller one) and kern.use_tensor_cores. team_size: 0 = automatic (host back-ends: 1, channels looped; GPU: C * S,
 // S = 128 / C (>= 1) edge slots, team <= 256, S lowered until the scratch fits scratch_size_max(0) and the team fits
-// team_size_max; with prm.radial_mode = 1 the largest S for which a mode-1 chunk of >= S edges fits, else mode 0);
-// kWaveAwareTeam: automatic, S then lowered by wave_aware_split for n teams (CUDA); kOneSlotLessTeam: automatic,
-// then S - 1 as if explicit; 1 or C * S: explicit (tests run the GPU paths on OpenMP with it; mode 1 then takes the
-// largest chunk that fits, the host back-ends not limiting it).
+// team_size_max; with a team GEMM radial mode (team_gemm_mode) the largest S for which a mode-1 chunk of >= S edges
+// fits, else mode 0); kWaveAwareTeam: automatic, S then lowered by wave_aware_split for n teams (CUDA);
+// kOneSlotLessTeam: automatic, then S - 1 as if explicit; 1 or C * S: explicit (tests run the GPU paths on OpenMP
+// with it; mode 1 then takes the largest chunk that fits, the host back-ends not limiting it).
 template <class Tag, class Kern>
 inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern, int n, int adjoint,
                                                                      int team_size = 0) {
   using Pol = Kokkos::TeamPolicy<typename Kern::exec, Tag>;
   const int C = kern.prm.C, H = kern.prm.H, dk = kern.prm.dk, want = kern.prm.radial_chunk;
-  const bool team_radial = Tag::team_radial && kern.prm.radial_mode >= 1;
+  const bool team_radial = Tag::team_radial && team_gemm_mode(kern.prm.radial_mode);
   check_launch_options(kern);
   const bool host = runs_on_host<typename Kern::exec>;
   const size_t limit = size_t(Pol::scratch_size_max(0));
@@ -232,11 +231,10 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   }
   if (team_size != 1 && (team_size < C || team_size % C != 0))
     throw std::invalid_argument("batmobile: team size must be 1 or a multiple of C");
-  const bool mma = team_radial && (kern.prm.radial_mode == 2 || kern.prm.radial_mode == 4) &&
+  const bool mma = team_radial && tensor_core_mode(kern.prm.radial_mode) &&
                    tensor_core_chunk(kern.radial_edges, adjoint) && tensor_core_ok<Kern>(kern.prm, team_size);
-  kern.use_tensor_cores = !mma                                                         ? kTensorCoresOff
-                          : kern.prm.radial_mode == 4 && kern.prm.W2th.extent(0) > 0 ? kTensorCoresF16
-                                                                                     : kTensorCores3xTf32;
+  const bool f16 = kern.prm.radial_mode == RadialMode::kTensorCoreF16 && kern.prm.W2th.extent(0) > 0;
+  kern.use_tensor_cores = !mma ? kTensorCoresOff : f16 ? kTensorCoresF16 : kTensorCores3xTf32;
   const int S = edge_split(team_size, C);
   const bool overlap = Kern::chunk_overlap(team_size);
   kern.basis_edges = basis_chunk_for<Kern>(C, H, dk, adjoint, S, kern.radial_edges, overlap,
@@ -251,12 +249,12 @@ inline Kokkos::TeamPolicy<typename Kern::exec, Tag> atom_team_policy(Kern& kern,
   return Pol(n, team_size).set_scratch_size(0, Kokkos::PerTeam(bytes));
 }
 
-// Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode = 1 and a mode-1 chunk
-// fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to match. adjoint: the team scratch's
-// layout (common.hpp: kForwardScratch, kSendScratch, kPairScratch).
+// Calls f(policy) with the policy of tag TagT<true> (radial mode 1) if prm.radial_mode asks for a team GEMM
+// (team_gemm_mode) and a mode-1 chunk fits, else with that of TagT<false> (mode 0); kern.radial_edges is set to
+// match. adjoint: the team scratch's layout (common.hpp: kForwardScratch, kSendScratch, kPairScratch).
 template <template <bool> class TagT, class Kern, class F>
 void with_atom_policy(Kern& kern, int n, int adjoint, int team_size, F&& f) {
-  if (kern.prm.radial_mode >= 1) {
+  if (team_gemm_mode(kern.prm.radial_mode)) {
     const auto pol = atom_team_policy<TagT<true>>(kern, n, adjoint, team_size);
     if (kern.radial_edges > 0) return f(pol);
   }

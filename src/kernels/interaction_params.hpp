@@ -28,6 +28,33 @@ inline constexpr int kSmallDk = 8;
 inline constexpr int kMaxHeads = 16;
 inline constexpr int kMaxBasisChunk = 64;  // edges per prepare pass of the mode-1 kernels (LayerParams::basis_chunk)
 
+// How the fused kernels form the radial MLP's outputs (LayerParams::radial_mode). The values are the radial modes
+// 0, 1, 2 and 4 that the comments, the launch report and the logs name.
+enum class RadialMode : int {
+  // each channel-thread computes its radial outputs from the hidden layer, edge by edge (radial_from_hidden)
+  kPerEdge = 0,
+  // the team computes them for a chunk of edges as a small GEMM into team scratch (radial_gemm), where the scratch
+  // fits (else kPerEdge): each W2t load then feeds several edges
+  kTeamGemm = 1,
+  // that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+ CUDA build, H a
+  // multiple of 8, whole warps, chunks that fill the MMA: tensor_core_ok / tensor_core_chunk), else kTeamGemm
+  kTensorCore = 2,
+  // `precision mixed`: kTensorCore with f16 operands and f32 accumulation (one MMA per 16 hidden units, B fragments
+  // kept in registers) where LayerParams::W2th exists, else kTensorCore
+  kTensorCoreF16 = 4,
+};
+// Whether m is one of the enumerators (a RadialMode converted from another int is none; the launch rejects it).
+constexpr bool valid_radial_mode(RadialMode m) {
+  return m == RadialMode::kPerEdge || m == RadialMode::kTeamGemm || m == RadialMode::kTensorCore ||
+         m == RadialMode::kTensorCoreF16;
+}
+// Whether the radial outputs come from a team GEMM over a chunk of edges (every mode but kPerEdge).
+constexpr bool team_gemm_mode(RadialMode m) { return m != RadialMode::kPerEdge; }
+// Whether the mode asks for tensor cores.
+constexpr bool tensor_core_mode(RadialMode m) {
+  return m == RadialMode::kTensorCore || m == RadialMode::kTensorCoreF16;
+}
+
 template <class T, class Device>
 struct LayerParams {
   using V1 = Kokkos::View<const T*, Device>;
@@ -35,25 +62,20 @@ struct LayerParams {
   V2 W1, W2t, Wg, Wq, Wk;
   V2 WqT, WkT;  // (C, A dk): ProjectQK's forward reads them, consecutive threads consecutive addresses
   V1 b1;
-  // Radial mode 2: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else empty).
+  // RadialMode::kTensorCore: W2t's A fragments for the tensor cores (pack_a_fragments of W2t; float only, else
+  // empty).
   Kokkos::View<const float*, Device> W2tc;
-  // Radial mode 4: the same A fragments as f16 pairs (pack_a_fragments_f16; float, H a multiple of 16 up to
-  // kF16MaxK, else empty).
+  // RadialMode::kTensorCoreF16: the same A fragments as f16 pairs (pack_a_fragments_f16; float, H a multiple of 16
+  // up to kF16MaxK, else empty).
   Kokkos::View<const uint32_t*, Device> W2th;
   T r_c = 5, inv_avg = 1;
   int C = 0, NB = 0, H = 0, A = 1, dk = 1;
   // Layer role (common.hpp) whose paths' radial-MLP rows W2t holds (2 role_num_paths C columns; make_layer_params);
   // the launch checks it against the kernel's.
   int role = kGeneralLayer;
-  // 0 = each channel-thread computes its radial outputs from the hidden layer (radial_from_hidden); 1 = the team
-  // computes them for the whole chunk as a small GEMM into team scratch (radial_gemm), falling back to 0 where the
-  // scratch does not fit: each W2t load then feeds several edges (faster MD on the H200, and on host back-ends);
-  // 2 = mode 1 with that GEMM on tensor cores (radial_mma: 3xTF32, fp32 accuracy) where they apply (float, sm_80+
-  // CUDA build, H a multiple of 8, whole warps, chunks that fill the MMA: tensor_core_ok / tensor_core_chunk), else
-  // mode 1; the default, faster than mode 1 on the H200. 4 (precision mixed) = mode 2 with f16 operands and f32
-  // accumulation (one MMA per 16 hidden units, B fragments kept in registers) where W2th exists, else mode 2.
-  // Other values are rejected at the launch.
-  int radial_mode = 2;
+  // Default kTensorCore: the team GEMM gave faster MD than kPerEdge on the H200 (and on host back-ends), and the
+  // tensor cores faster than kTeamGemm there.
+  RadialMode radial_mode = RadialMode::kTensorCore;
   int radial_chunk = 0;  // mode 1 edges per chunk: 2, 4 or 8; 0 = automatic (largest that fits)
   // Mode 1: at most this many edges (a multiple of the radial chunk, up to kMaxBasisChunk) share one prepare pass
   // (geometry, Bessel basis, hidden layer) whose radial chunks then run one after another; 0 = automatic (the

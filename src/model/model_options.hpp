@@ -6,14 +6,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/interaction_params.hpp"
+
 namespace batmobile {
 
+// How the fused kernels form the radial MLP's outputs (kernels/interaction_params.hpp).
+using RadialMode = kernels::RadialMode;
+
 struct ModelOptions {
-  // Fused backend, radial MLP: 0 per edge inside the kernels; 1 a team GEMM over chunks of edges; 2 (default) that
-  // GEMM on tensor cores where they apply (float, sm_80+ CUDA, H a multiple of 8), else 1; 4 (pair style keyword
-  // precision mixed) mode 2 with f16 operands and f32 accumulation (float kernels, H a multiple of 16 up to 64; else
-  // 2): the radial outputs to ~1e-3 relative.
-  int radial_mode = 2;
+  // Fused backend, radial MLP: kPerEdge inside the kernels, edge by edge; kTeamGemm a team GEMM over chunks of
+  // edges; kTensorCore (default) that GEMM on tensor cores where they apply (float, sm_80+ CUDA, H a multiple of 8),
+  // else kTeamGemm; kTensorCoreF16 (pair style keyword precision mixed) kTensorCore with f16 operands and f32
+  // accumulation (float kernels, H a multiple of 16 up to 64; else kTensorCore): the radial outputs to ~1e-3
+  // relative.
+  RadialMode radial_mode = RadialMode::kTensorCore;
   // Fused backend, radial modes 1, 2 and 4: edges per prepare pass (geometry, basis, hidden layer), 0 (default) the
   // largest that costs no occupancy, else 1..64 (bit-identical for every value).
   int basis_chunk = 0;
@@ -43,8 +49,7 @@ struct ModelOptions {
 // Throws std::invalid_argument naming the first field out of range; radial_hidden: the model's H.
 inline void validate_options(const ModelOptions& o, int radial_hidden) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("batmobile::ModelOptions::" + what); };
-  if (o.radial_mode != 0 && o.radial_mode != 1 && o.radial_mode != 2 && o.radial_mode != 4)
-    fail("radial_mode must be 0, 1, 2 or 4");
+  if (!kernels::valid_radial_mode(o.radial_mode)) fail("radial_mode must be 0, 1, 2 or 4");
   if (o.basis_chunk < 0 || o.basis_chunk > 64) fail("basis_chunk must be an integer 0..64");
   if (o.prepare_span < 0 || (o.prepare_span > 0 && radial_hidden % o.prepare_span != 0))
     fail("prepare_span must be 0 (automatic) or a divisor of the model's radial hidden width H = " +
@@ -67,7 +72,7 @@ inline std::string non_default_options(const ModelOptions& o) {
     if (!s.empty()) s += ", ";
     s += std::string(name) + " " + std::to_string(value);
   };
-  add("radial_mode", o.radial_mode, d.radial_mode);
+  add("radial_mode", int(o.radial_mode), int(d.radial_mode));
   add("basis_chunk", o.basis_chunk, d.basis_chunk);
   add("prepare_span", o.prepare_span, d.prepare_span);
   add("interaction_team", o.interaction_team, d.interaction_team);

@@ -34,7 +34,7 @@ inline batmobile::EdgeBackend edge_backend(int kernels_choice)
 inline batmobile::ModelOptions precision_options(bool mixed)
 {
   batmobile::ModelOptions o;
-  if (mixed) o.radial_mode = 4;
+  if (mixed) o.radial_mode = batmobile::RadialMode::kTensorCoreF16;
   return o;
 }
 

@@ -196,10 +196,16 @@ inline RefOut reference(const Model& M, const System& S, const std::vector<doubl
   return R;
 }
 
+// The radial modes (LayerParams::radial_mode), short for the tests' loops.
+constexpr RadialMode kPerEdge = RadialMode::kPerEdge, kTeamGemm = RadialMode::kTeamGemm,
+                     kTensorCore = RadialMode::kTensorCore, kTensorCoreF16 = RadialMode::kTensorCoreF16;
+
 // How the kernels are launched: team size (0 = automatic), LayerParams::radial_mode / radial_chunk, and the
 // test-only launch switches in effect during the run (register caps, constant-memory launch).
 struct Launch {
-  int team_size, radial_mode, radial_chunk;
+  int team_size;
+  RadialMode radial_mode;
+  int radial_chunk;
   int basis_chunk = 0;                                        // LayerParams::basis_chunk
   int prepare_span = LayerParams<float, Dev>().prepare_span;  // LayerParams::prepare_span
   impl::LaunchTuning tuning;                                  // the production launch unless a test changes it
@@ -215,9 +221,10 @@ struct Launch {
   // the kernels with kernels::BundledDims compiled in (L = kBundledL only; the model must have those dimensions, else
   // the drivers throw)
   bool bundled_dims = false;
-  Launch(int ts = 0, int mode = 0, int chunk = 0) : team_size(ts), radial_mode(mode), radial_chunk(chunk) {}
+  Launch(int ts = 0, RadialMode mode = kPerEdge, int chunk = 0)
+      : team_size(ts), radial_mode(mode), radial_chunk(chunk) {}
   std::string str() const {
-    return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(radial_mode) + " chunk " +
+    return "team_size " + std::to_string(team_size) + " radial_mode " + std::to_string(int(radial_mode)) + " chunk " +
            std::to_string(radial_chunk) + " cap_fwd " + std::to_string(tuning.cap_forward) + " cap_adj " +
            std::to_string(tuning.cap_adjoints) + " basis " + std::to_string(basis_chunk) + " span " +
            std::to_string(prepare_span) + " const_slots " + std::to_string(tuning.const_slot_launch) + " send_acc " +
@@ -314,8 +321,8 @@ KernelRun<T> run_kernels(const Model& M, const System& S, const std::vector<doub
     return v;
   };
   KernelRun<T> out;
-  out.f16_radial =
-      ln.radial_mode == 4 && prm.W2th.extent(0) > 0 && kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
+  out.f16_radial = ln.radial_mode == kTensorCoreF16 && prm.W2th.extent(0) > 0 && kTensorCoreTf32 &&
+                   !runs_on_host<Dev::execution_space>;
   auto hv = upload(h, S.n_total, "h");
   out.m = decltype(out.m)("m", S.n_recv, K, C);
   out.o = decltype(out.m)("o", S.n_recv, K, C);

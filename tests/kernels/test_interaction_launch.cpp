@@ -47,7 +47,7 @@ void check_register_cap(bool forward, unsigned seed) {
   const Model M = make_model(L, rng, 3, 16);
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
-  for (int mode : {0, 1, 2})
+  for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore})
     for (int ts : {32, 64})  // the teams TensorCoreRadial runs on the H200 with this C
       for (bool cap : {false, true}) {
         prm.radial_mode = mode;
@@ -55,14 +55,14 @@ void check_register_cap(bool forward, unsigned seed) {
         (forward ? tuning.cap_forward : tuning.cap_adjoints) = cap;
         const impl::ScopedLaunchTuning scoped(tuning);
         const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
-        EXPECT_EQ(forward ? ln.capped_fwd : ln.capped_adj, cap && mode >= 1 && ts <= 128)
-            << mode << " " << ts << " " << cap;
+        EXPECT_EQ(forward ? ln.capped_fwd : ln.capped_adj, cap && mode != kPerEdge && ts <= 128)
+            << int(mode) << " " << ts << " " << cap;
       }
   const System S = split_system(L, C, M.rc, rng);
   const Expected E = expected(M, S, rng);
   for (bool slots : {false, true})
     for (int ts : {32, 64})
-      for (int mode : {1, 2}) {
+      for (RadialMode mode : {kTeamGemm, kTensorCore}) {
         Launch capped(ts, mode, 0), plain(ts, mode, 0);
         (forward ? plain.tuning.cap_forward : plain.tuning.cap_adjoints) = false;
         capped.tuning.const_slot_launch = plain.tuning.const_slot_launch = slots;
@@ -95,7 +95,7 @@ TEST(Interaction, ConstSlotLaunch) {
   constexpr int L = 2;  // split_case's C = 8
   const auto [M, S, E] = split_case(99);
   for (int ts : {32, 64})  // the teams TensorCoreRadial and AdjointRegisterCap run on the H200 with this C
-    for (int mode : {1, 2}) {
+    for (RadialMode mode : {kTeamGemm, kTensorCore}) {
       Launch plain(ts, mode, 0);
       plain.tuning.const_slot_launch = false;  // Kokkos's launch
       const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, plain);
@@ -106,7 +106,7 @@ TEST(Interaction, ConstSlotLaunch) {
         expect_bitwise_equal(ref, run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, own));
       }
     }
-  Launch own(64, 2, 0);  // (the production launch: through the slots)
+  Launch own(64, kTensorCore, 0);  // (the production launch: through the slots)
   check_against<L>(M, S, E, own);  // and against the reference and finite differences
 }
 
@@ -165,7 +165,7 @@ TEST(Interaction, FusedLaunchesReuseDrivers) {
   const auto g = make_graph<float, Dev>(xt, S.n_recv, S.recv, S.send);
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
-  prm.radial_mode = 2;  // as MD runs it: capped, through the slots
+  prm.radial_mode = kTensorCore;  // as MD runs it: capped, through the slots
   ASSERT_TRUE(impl::launch_tuning().const_slot_launch);
   auto upload = [&](const std::vector<double>& src, int n, const char* name) {
     View3<float> v(std::string(name), n, K, C);
@@ -240,7 +240,7 @@ TEST(Interaction, BasisChunks) {
   random_upstream(E, S, L, C, rng);
   auto prm = make_layer_params<float, Dev, L>(C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
-  for (int mode : {1, 2})
+  for (RadialMode mode : {kTeamGemm, kTensorCore})
     for (int ts : {C, 4 * C})
       for (int chunk : {2, 4, 8}) {
         Launch one(ts, mode, chunk);
@@ -285,9 +285,9 @@ TEST(Interaction, PrepareSpan) {
   const System S = make_system(L, C, rng, 4, 90, 3.0);
   Expected E;  // upstream gradients only (no reference: the comparison is with prepare_span = 1)
   random_upstream(E, S, L, C, rng);
-  for (int mode : {0, 1, 2})
+  for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore})
     for (int ts : {C, 4 * C})
-      for (int chunk : mode == 0 ? std::vector<int>{0} : std::vector<int>{2, 4, 8}) {
+      for (int chunk : mode == kPerEdge ? std::vector<int>{0} : std::vector<int>{2, 4, 8}) {
         Launch one(ts, mode, chunk);
         one.prepare_span = 1;
         const auto ref = run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, one);
@@ -320,7 +320,7 @@ TEST(Interaction, PrepareSpan) {
       EXPECT_EQ(auto_prepare_span_fixed<32>(nf, ts), by_definition(32, nf, ts)) << nf << " " << ts;
       EXPECT_EQ(auto_prepare_span_fixed<40>(nf, ts), by_definition(40, nf, ts)) << nf << " " << ts;
     }
-  Launch bad(4 * C, 2, 4);
+  Launch bad(4 * C, kTensorCore, 4);
   bad.prepare_span = 3;  // does not divide H = 16
   EXPECT_THROW((run_kernels<float, L>(M, S, S.x, S.h, E.gm, E.go, true, bad)), std::invalid_argument);
 }
@@ -338,7 +338,7 @@ TEST(Interaction, ConcurrentAdjoints) {
   std::vector<int> teams = {0};  // automatic: one thread per team on host back-ends
   for (int ts : {C, 4 * C})
     if (team_size_max() >= ts) teams.push_back(ts);
-  for (int mode : {0, 1, 2})
+  for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore})
     for (int ts : teams) {
       Launch plain(ts, mode, 0);  // one accumulator: the adjoints one after the other
       plain.tuning.const_slot_launch = false;
@@ -354,7 +354,7 @@ TEST(Interaction, ConcurrentAdjoints) {
         expect_bitwise_equal(ref, run);
       }
     }
-  Launch ln(0, 2, 0);
+  Launch ln(0, kTensorCore, 0);
   ln.send_accumulators = true;
   check_against<L>(M, S, E, ln);
 }
@@ -387,8 +387,8 @@ TEST(Interaction, OneSlotLessTeam) {
   auto prm = make_layer_params<float, Dev, L>(M.C, M.NB, M.H, M.A, M.dk, M.rc, M.avg, M.W1, M.b1, M.W2, M.Wg, M.Wq,
                                               M.Wk);
   const bool host = runs_on_host<Dev::execution_space>;
-  for (int mode : {0, 1, 2}) {
-    SCOPED_TRACE("radial mode " + std::to_string(mode));
+  for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore}) {
+    SCOPED_TRACE("radial mode " + std::to_string(int(mode)));
     prm.radial_mode = mode;
     const auto automatic = interaction_launch<float, Dev, L, true>(prm, 0);
     const auto less = interaction_launch<float, Dev, L, true>(prm, kOneSlotLessTeam);
@@ -606,7 +606,8 @@ TEST(Interaction, TeamSizeValidation) {
   EXPECT_THROW(run(M.C / 2), std::invalid_argument);
 }
 
-// LayerParams::radial_mode must be 0, 1, 2 or 4; other values stop the launch.
+// LayerParams::radial_mode must be one of RadialMode's values (0, 1, 2 or 4); others, converted from an int, stop
+// the launch.
 TEST(Interaction, RadialModeValidation) {
   constexpr int L = 1;
   std::mt19937 rng(83);
@@ -614,7 +615,8 @@ TEST(Interaction, RadialModeValidation) {
   const System S = make_system(L, M.C, rng, 2, 4, 3.0);
   for (int mode : {-1, 3, 5}) {
     SCOPED_TRACE("radial mode " + std::to_string(mode));
-    EXPECT_THROW((run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, Launch(0, mode))), std::invalid_argument);
+    const Launch bad(0, static_cast<RadialMode>(mode));
+    EXPECT_THROW((run_kernels<double, L>(M, S, S.x, S.h, {}, {}, false, bad)), std::invalid_argument);
   }
 }
 

@@ -45,14 +45,15 @@ TEST(Interaction, PairAdjointPath) {
   std::vector<int> teams = {0};
   for (int ts : {C, 4 * C})
     if (team_size_max() >= ts) teams.push_back(ts);
-  for (int mode : {0, 1, 2, 4})
+  for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore, kTensorCoreF16})
     for (int ts : teams) {
       const Launch first(teams[0], mode, 0), ln(ts, mode, 0);
       if (ts != teams[0]) {
         compare_runs<double, L>(M, S, E, first, ln, 1e-12);
         compare_runs<float, L>(M, S, E, first, ln, 2e-5);
       }
-      if (mode != 4) check_against<L>(M, S, E, ln);  // (f16 radial weights on GPUs: TensorCoreRadialF16's reference)
+      // (f16 radial weights on GPUs: TensorCoreRadialF16's reference)
+      if (mode != kTensorCoreF16) check_against<L>(M, S, E, ln);
     }
 }
 
@@ -106,9 +107,10 @@ TEST(Interaction, RadialGemmPath) {
   // random graphs: several chunks per receiver; L = 3 (NW C = 184 columns: 5 or 6 per thread of 32, tiles of 4,
   // 2 and 1 columns)
   check_forward_and_adjoint<1>(15, 4, 44, 3.0,
-                               {{C, 1, 8}, {2 * C, 1, 2}, {3 * C, 1, 4}, {3 * C, 1, 8}, {4 * C, 1, 4}, {4 * C, 1, 0}});
-  check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, 1, 2}, {4 * C, 1, 8}});
-  check_forward_and_adjoint<2>(21, 4, 12, 4.0, {{4 * C, 1, 0}}, 12);  // dk > kSmallDk
+                               {{C, kTeamGemm, 8}, {2 * C, kTeamGemm, 2}, {3 * C, kTeamGemm, 4}, {3 * C, kTeamGemm, 8},
+                                {4 * C, kTeamGemm, 4}, {4 * C, kTeamGemm, 0}});
+  check_forward_and_adjoint<3>(17, 3, 9, 4.0, {{C, kTeamGemm, 2}, {4 * C, kTeamGemm, 8}});
+  check_forward_and_adjoint<2>(21, 4, 12, 4.0, {{4 * C, kTeamGemm, 0}}, 12);  // dk > kSmallDk
   // split_system: a receiver without edges, one with 2 edges (fewer than the chunk), edges beyond r_c
   constexpr int L = 2;
   std::mt19937 rng(71);
@@ -116,17 +118,17 @@ TEST(Interaction, RadialGemmPath) {
   const System S = split_system(L, C, M.rc, rng);
   const Expected E = expected(M, S, rng);
   for (int ts : {C, 2 * C, 4 * C})
-    for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {ts, 1, chunk});
+    for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {ts, kTeamGemm, chunk});
   for (int chunk : {8, 4, 2}) {
-    compare_runs<double, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 1e-12);
-    compare_runs<float, L>(M, S, E, {4 * C, 0, 0}, {4 * C, 1, chunk}, 2e-5);
+    compare_runs<double, L>(M, S, E, {4 * C, kPerEdge, 0}, {4 * C, kTeamGemm, chunk}, 1e-12);
+    compare_runs<float, L>(M, S, E, {4 * C, kPerEdge, 0}, {4 * C, kTeamGemm, chunk}, 2e-5);
   }
-  compare_runs<float, L>(M, S, E, {C, 0, 0}, {2 * C, 1, 2}, 2e-5);
+  compare_runs<float, L>(M, S, E, {C, kPerEdge, 0}, {2 * C, kTeamGemm, 2}, 2e-5);
   // one thread per team (host back-ends): the thread runs the chunk GEMM, then loops over the channels, with the
   // adjoint partials accumulated across chunks in scratch apart from the chunk
-  for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {1, 1, chunk});
-  compare_runs<double, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 1e-12);
-  compare_runs<float, L>(M, S, E, {1, 0, 0}, {1, 1, 0}, 2e-5);
+  for (int chunk : {8, 4, 2}) check_against<L>(M, S, E, {1, kTeamGemm, chunk});
+  compare_runs<double, L>(M, S, E, {1, kPerEdge, 0}, {1, kTeamGemm, 0}, 1e-12);
+  compare_runs<float, L>(M, S, E, {1, kPerEdge, 0}, {1, kTeamGemm, 0}, 2e-5);
 }
 
 // Radial mode 2 (the chunk GEMM on tensor cores, 3xTF32) needs H a multiple of 8 and whole warps: H = 16 (2 k
@@ -150,7 +152,7 @@ TEST(Interaction, TensorCoreRadial) {
     ASSERT_GT(prm.W2tc.extent(0), 0u);  // fragments packed for float
     const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
     for (int ts : teams) {
-      prm.radial_mode = 2;
+      prm.radial_mode = kTensorCore;
       const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);  // automatic chunk: 8 edges
       EXPECT_EQ(ln.tc_fwd, tcs) << ts;
       EXPECT_EQ(ln.tc_adj, tcs) << ts;
@@ -161,7 +163,7 @@ TEST(Interaction, TensorCoreRadial) {
         EXPECT_EQ(lc.tc_adj, tcs && chunk >= 4) << ts << " " << chunk;
       }
       prm.radial_chunk = 0;
-      prm.radial_mode = 1;
+      prm.radial_mode = kTeamGemm;
       const auto ln1 = interaction_launch<float, Dev, L, true>(prm, ts);
       EXPECT_FALSE(ln1.tc_fwd || ln1.tc_adj);
     }
@@ -169,13 +171,13 @@ TEST(Interaction, TensorCoreRadial) {
     const Expected E = expected(M, S, rng);
     for (int ts : teams)
       for (int chunk : {8, 4, 2}) {
-        check_against<L>(M, S, E, {ts, 2, chunk});
-        compare_runs<float, L>(M, S, E, {ts, 1, chunk}, {ts, 2, chunk}, 2e-5);
+        check_against<L>(M, S, E, {ts, kTensorCore, chunk});
+        compare_runs<float, L>(M, S, E, {ts, kTeamGemm, chunk}, {ts, kTensorCore, chunk}, 2e-5);
       }
   }
   // L = 1 and 3 (NW C = 64 and 368 columns: 4 and 23 tiles over 1 or 2 warps), several chunks per receiver
-  check_forward_and_adjoint<1>(92, 4, 44, 3.0, {{32, 2, 8}, {teams.back(), 2, 4}}, 3, 16);
-  check_forward_and_adjoint<3>(93, 3, 9, 4.0, {{32, 2, 2}, {teams.back(), 2, 8}}, 3, 16);
+  check_forward_and_adjoint<1>(92, 4, 44, 3.0, {{32, kTensorCore, 8}, {teams.back(), kTensorCore, 4}}, 3, 16);
+  check_forward_and_adjoint<3>(93, 3, 9, 4.0, {{32, kTensorCore, 2}, {teams.back(), kTensorCore, 8}}, 3, 16);
   // tf32_round: nearest TF32 (10 mantissa bits), ties away from zero; 3xTF32 parts recover x to 2^-21
   EXPECT_EQ(tf32_round(1.0f + 0x1p-11f), 1.0f + 0x1p-10f);  // tie: away from zero
   EXPECT_EQ(tf32_round(-(1.0f + 0x1p-11f)), -(1.0f + 0x1p-10f));
@@ -237,7 +239,7 @@ TEST(Interaction, TensorCoreRadialF16) {
                                                 M.Wq, M.Wk);
     const bool f16 = H % 16 == 0;
     EXPECT_EQ(prm.W2th.extent(0) > 0, f16);
-    prm.radial_mode = 4;
+    prm.radial_mode = kTensorCoreF16;
     const int want = !tcs ? kTensorCoresOff : f16 ? kTensorCoresF16 : kTensorCores3xTf32;
     for (int ts : teams) {
       const auto ln = interaction_launch<float, Dev, L, true>(prm, ts);
@@ -247,10 +249,11 @@ TEST(Interaction, TensorCoreRadialF16) {
     const System S = split_system(L, C, M.rc, rng);
     const Expected E = expected(M, S, rng);
     for (int ts : teams)
-      for (int chunk : {8, 4}) compare_runs<float, L>(M, S, E, {ts, 1, chunk}, {ts, 4, chunk}, tcs ? 5e-3 : 2e-5);
+      for (int chunk : {8, 4})
+        compare_runs<float, L>(M, S, E, {ts, kTeamGemm, chunk}, {ts, kTensorCoreF16, chunk}, tcs ? 5e-3 : 2e-5);
   }
   // 23 tiles; with f16 operands, against the f16-rounded reference
-  check_forward_and_adjoint<3>(95, 3, 9, 4.0, {{32, 4, 8}}, 3, 16);
+  check_forward_and_adjoint<3>(95, 3, 9, 4.0, {{32, kTensorCoreF16, 8}}, 3, 16);
 }
 
 // f16_round_bits: IEEE binary16, nearest with ties to even, subnormals, overflow to infinity; pack_a_fragments_f16
@@ -373,11 +376,12 @@ void check_layer_role(int role, unsigned seed, const std::vector<Launch>& launch
 
 TEST(Interaction, LayerRoles) {
   const int C = 8, tmax = team_size_max();
-  std::vector<Launch> launches = {{1, 0, 0}, {1, 1, 0}};
-  Launch uncapped(4 * C, 2, 0);  // the role adjoints without their register cap (compiled on GPUs)
+  std::vector<Launch> launches = {{1, kPerEdge, 0}, {1, kTeamGemm, 0}};
+  Launch uncapped(4 * C, kTensorCore, 0);  // the role adjoints without their register cap (compiled on GPUs)
   uncapped.tuning.cap_adjoints = false;
   if (tmax >= 4 * C)  // (otherwise one thread per team only; CTest runs it with 32 threads as well)
-    for (Launch ln : {Launch{C, 0, 0}, Launch{4 * C, 1, 0}, Launch{4 * C, 2, 0}, uncapped, Launch{4 * C, 1, 2}})
+    for (Launch ln : {Launch{C, kPerEdge, 0}, Launch{4 * C, kTeamGemm, 0}, Launch{4 * C, kTensorCore, 0}, uncapped,
+                      Launch{4 * C, kTeamGemm, 2}})
       launches.push_back(ln);
   for (int role : {kEmbeddingInput, kScalarOutput}) {
     check_layer_role<1>(role, 301 + role, launches);
@@ -416,9 +420,10 @@ TEST(Interaction, BundledDims) {
   std::mt19937 rng(97);
   const Model M = make_model(L, rng, D::dk, D::H, D::C, D::NB, D::A);
   const System S = make_system(L, D::C, rng, 4, 8, 4.0);
-  std::vector<Launch> launches = {{1, 0, 0}, {1, 1, 0}};
+  std::vector<Launch> launches = {{1, kPerEdge, 0}, {1, kTeamGemm, 0}};
   if (team_size_max() >= D::C)
-    for (int mode : {0, 1, 2, 4}) launches.push_back(Launch{D::C, mode, 0});
+    for (RadialMode mode : {kPerEdge, kTeamGemm, kTensorCore, kTensorCoreF16})
+      launches.push_back(Launch{D::C, mode, 0});
   const bool tcs = kTensorCoreTf32 && !runs_on_host<Dev::execution_space>;
   for (int role : {kGeneralLayer, kEmbeddingInput, kScalarOutput}) {
     const System Sr = role & kEmbeddingInput ? embedding_features(S, L, D::C) : S;
@@ -431,7 +436,7 @@ TEST(Interaction, BundledDims) {
       ln.role = role;
       // (radial mode 4 rounds W2 and the hidden layer to f16 alike in both)
       expect_same_as_runtime_dims<double, L>(M, Sr, E, ln, 1e-13);
-      expect_same_as_runtime_dims<float, L>(M, Sr, E, ln, tcs && ln.radial_mode >= 2 ? 1e-4 : 2e-6);
+      expect_same_as_runtime_dims<float, L>(M, Sr, E, ln, tcs && tensor_core_mode(ln.radial_mode) ? 1e-4 : 2e-6);
       if (role == kGeneralLayer) {
         Launch fixed = ln;
         fixed.bundled_dims = true;

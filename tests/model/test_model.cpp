@@ -503,7 +503,8 @@ TEST(ModelOptionsTest, Validation) {
       }
     }
   };
-  for (int v : {-1, 3, 5, 9}) expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = v; });
+  for (int v : {-1, 3, 5, 9})
+    expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = static_cast<RadialMode>(v); });
   for (int v : {-1, 65}) expect_invalid("basis_chunk", [v](ModelOptions& o) { o.basis_chunk = v; });
   // the test model's H = 12 hidden units: 5 does not divide it
   for (int v : {-1, 5}) expect_invalid("prepare_span", [v](ModelOptions& o) { o.prepare_span = v; });
