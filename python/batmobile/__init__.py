@@ -1,4 +1,5 @@
 """Batmobile: PyTorch reference of the equivariant attention potential defined in docs/model.md."""
+from ._version import __version__
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
 
 
@@ -15,4 +16,5 @@ def save_potential(model, path, extra_header=None):
     _save(model, path, extra_header)
 
 
-__all__ = ["BatmobileModel", "Hyperparameters", "evaluate_structure", "load_potential", "save_potential"]
+__all__ = ["__version__", "BatmobileModel", "Hyperparameters", "evaluate_structure", "load_potential",
+           "save_potential"]

@@ -2,7 +2,7 @@
 
 Train K members that differ only in their random seed (initial weights and data order), export each:
 
-    python -m batmobile.committee train --members 3 --out runs/committee [--jobs 3] [batmobile.train options ...]
+    batmobile-committee train --members 3 --out runs/committee [--jobs 3] [batmobile-train options ...]
 
 writes OUT/member_K/ (each a batmobile.train run directory) and OUT/member_K.pt (--jobs N: N members train at once,
 each in its own process, its output in OUT/member_K.log; small models share one GPU well), for
@@ -12,24 +12,26 @@ each in its own process, its output in OUT/member_K.log; small models share one 
 
 Pick the frames of a trajectory whose maximum force deviation lies in [lo, hi] for labelling:
 
-    python -m batmobile.committee select --devi model_devi.out --dump traj.dump --species O H \
+    batmobile-committee select --devi model_devi.out --dump traj.dump --species O H \
         --lo 0.05 --hi 0.20 --out candidates.extxyz
 
 --dump is a LAMMPS `dump custom` file with at least `id type x y z` (any order; one snapshot per written step),
 --species names the LAMMPS types in order. The selected frames are written as extended XYZ (Lattice, pbc, species,
 positions), sorted by atom id; frames whose step has no deviation line are skipped.
+
+(`python -m batmobile.committee ...` is the same command without the installed package; --version prints the
+version; `train --help` and `select --help` list the options.)
 """
-import argparse
 import os
 import sys
 
-import numpy as np
-
+from .cli import ArgumentParser, run as run_cli
+from .io_utils import InputError
 from .lammps_dump import read_dump, write_extxyz
 
 
 def train_members(argv):
-    p = argparse.ArgumentParser(prog="python -m batmobile.committee train")
+    p = ArgumentParser(prog="batmobile-committee train")
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--out", required=True)
     p.add_argument("--first-seed", type=int, default=0)
@@ -88,18 +90,22 @@ def train_in_processes(runs, train_args, first_seed, jobs):
 def read_devi(path):
     """model_devi.out -> {step: max_devi_f}."""
     out = {}
-    for line in open(path):
+    for number, line in enumerate(open(path), 1):
         if line.startswith("#") or not line.strip():
             continue
         cols = line.split()
         if len(cols) < 7:
             raise SystemExit(f"{path}: a line with {len(cols)} columns, expected 7 (step, 3 virial, 3 force)")
-        out[int(float(cols[0]))] = float(cols[4])
+        try:
+            out[int(float(cols[0]))] = float(cols[4])
+        except ValueError:
+            raise SystemExit(f"{path}: line {number} is not numbers; give the model_devi.out that pair_style "
+                             f"batmobile writes (out_file)") from None
     return out
 
 
 def select_frames(argv):
-    p = argparse.ArgumentParser(prog="python -m batmobile.committee select")
+    p = ArgumentParser(prog="batmobile-committee select")
     p.add_argument("--devi", required=True, help="model_devi.out of pair_style batmobile")
     p.add_argument("--dump", required=True, help="LAMMPS dump custom with id type x y z")
     p.add_argument("--species", nargs="+", required=True, help="species name of each LAMMPS type, in type order")
@@ -109,6 +115,9 @@ def select_frames(argv):
     a = p.parse_args(argv)
     if not a.lo <= a.hi:
         raise SystemExit(f"--lo {a.lo} is above --hi {a.hi}")
+    for option, path in (("--devi", a.devi), ("--dump", a.dump)):
+        if not os.path.isfile(path):
+            raise InputError(f"{option} {path}: no such file" + ("" if not os.path.isdir(path) else " (a directory)"))
     devi = read_devi(a.devi)
     picked = seen = 0
     with open(a.out, "w") as f:
@@ -132,10 +141,14 @@ def select_frames(argv):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return None
     if not argv or argv[0] not in ("train", "select"):
-        raise SystemExit(__doc__)
+        given = f"unknown command {argv[0]!r}" if argv else "no command"
+        raise SystemExit(f"{given}: use `train` or `select` (see --help)")
     return (train_members if argv[0] == "train" else select_frames)(argv[1:])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(main))

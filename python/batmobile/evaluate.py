@@ -2,16 +2,17 @@
 [--plots DIR] [--json metrics.json] [--card card.json] [--device cuda]. Prints energy/force MAE and RMSE, writes
 parity plots. --frames takes extended XYZ files or DeePMD directories, each optionally PATH@START:STOP
 (batmobile/sources.py); without it, the DeePMD sets --sets under --data."""
-import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 
-from .data import DEFAULT_ROOT, VALIDATION_SETS, DataError
-from .export import load_potential
+from .cli import ArgumentParser, run
+from .data import DEFAULT_ROOT, VALIDATION_SETS
+from .io_utils import InputError, load_model_file
 from .model import evaluate_structure
 from .sources import prepare, read_sources
 
@@ -86,8 +87,8 @@ def parity_plots(e_ref, e_pred, f_ref, f_pred, n_atoms, out_dir, prefix):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("model")
+    p = ArgumentParser(description=__doc__)
+    p.add_argument("model", help="model file (batmobile-export)")
     p.add_argument("--data", default=DEFAULT_ROOT)
     p.add_argument("--sets", nargs="+", default=list(VALIDATION_SETS))
     p.add_argument("--frames", nargs="+", default=None, metavar="SOURCE",
@@ -100,7 +101,13 @@ def main(argv=None):
     p.add_argument("--card", default=None, help="write a model card (python/README.md) here")
     p.add_argument("--device", default="cpu", help="cpu, cuda, ... (float64 everywhere)")
     a = p.parse_args(argv)
-    model = load_potential(a.model)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {a.device}: torch sees no CUDA device here; use --device cpu")
+    model = load_model_file(a.model)
+    if not a.frames and not os.path.isdir(a.data):
+        raise InputError(f"--data {a.data}: no such directory; without --frames the DeePMD sets --sets are read under "
+                         f"--data (the bundled water data: the repository's data/water/dft_train, or set "
+                         f"BATMOBILE_WATER_DATA); or give --frames")
     specs = a.frames or [os.path.join(a.data, s) for s in a.sets]
     frames = prepare(read_sources(specs, {"energy_key": a.energy_key, "forces_key": a.forces_key}),
                      model.hp.species, model.hp.r_c)
@@ -131,7 +138,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except DataError as e:
-        raise SystemExit(f"error: {e}")
+    sys.exit(run(main))

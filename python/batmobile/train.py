@@ -32,11 +32,12 @@ import time
 import numpy as np
 import torch
 
+from .cli import ArgumentParser, run
 from .config import apply_config
 from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, DataError, batch_frames, dataset_statistics, \
     species_in_order
 from .evaluate import metrics, parity_plots, predict, stress_metrics
-from .io_utils import load_checkpoint
+from .io_utils import InputError, load_checkpoint
 from .model import BatmobileModel, Hyperparameters, evaluate_structure
 from .sources import prepare, read_sources
 
@@ -50,7 +51,7 @@ RUN_OPTIONS = ("train", "val", "energy_key", "forces_key", "stress_key", "virial
 
 
 def build_parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None, help="YAML or JSON file of options (flags override it)")
     p.add_argument("--train", nargs="+", default=None, metavar="SOURCE",
                    help="training data: extended XYZ files or DeePMD directories, each optionally PATH@START:STOP")
@@ -103,7 +104,7 @@ def build_parser():
 def parse_args(argv=None):
     """The options, and the names of those given on the command line or in --config (they override a
     checkpoint's)."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     config = pre.parse_known_args(argv)[0].config
     parser = build_parser()
@@ -236,7 +237,13 @@ def validate(model, frames, dtype, device):
 def select_device(name):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InputError(f"--device {name}: not a device name; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"--device {name}: torch sees no CUDA device here; use --device cpu or auto")
+    return device
 
 
 def new_curve():
@@ -394,6 +401,10 @@ def data_sources(args):
             raise DataError("--train needs --val: frames of one trajectory are correlated, so no random split is "
                             "made; give separate files or frame ranges, e.g. --train md.xyz@:800 --val md.xyz@800:")
         return list(args.train), list(args.val)
+    if not os.path.isdir(args.data):
+        raise DataError(f"--data {args.data}: no such directory; without --train the DeePMD sets --train-sets / "
+                        f"--val-sets are read under --data (the bundled water data: the repository's "
+                        f"data/water/dft_train, or set BATMOBILE_WATER_DATA); or give --train and --val")
     val = args.val or [os.path.join(args.data, s) for s in args.val_sets]
     return [os.path.join(args.data, s) for s in args.train_sets], list(val)
 
@@ -422,18 +433,49 @@ def load_data(args, say):
     return train, val
 
 
+def flag(name):
+    """The command-line option of an args attribute."""
+    return f"--{name}" if name in ("r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr") else "--" + name.replace("_", "-")
+
+
+def check_args(args):
+    """Option values the run cannot use, as InputError (before any data is read)."""
+    at_least = {"steps": 1, "batch_frames": 1, "val_every": 1, "checkpoint_every": 1, "log_every": 1,
+                "curve_every": 1, "C": 1, "T": 1, "NB": 1, "H": 1, "A": 1, "dk": 1, "Hr": 1, "L": 0, "chunk_steps": 0,
+                "val_frames": 0, "threads": 0, "total_minutes": 0.0, "chunk_minutes": 0.0}
+    for name, low in at_least.items():
+        if getattr(args, name) < low:
+            raise InputError(f"{flag(name)} {getattr(args, name)}: must be at least {low}")
+    if args.L > 3:
+        raise InputError(f"--L {args.L}: the model supports L up to 3")
+    for name in ("r_c", "lr"):
+        if not getattr(args, name) > 0:
+            raise InputError(f"{flag(name)} {getattr(args, name)}: must be positive")
+    if not 0.0 <= args.ema < 1.0:
+        raise InputError(f"--ema {args.ema}: the EMA decay must lie in [0, 1)")
+
+
 def main(argv=None):
     args, given = parse_args(argv)
+    ckpt_path = os.path.join(args.out, "checkpoint.pt")
+    ckpt = None
+    if args.resume:
+        if not os.path.exists(ckpt_path):
+            raise InputError(f"--resume: no checkpoint {ckpt_path}; give the --out directory of the run to continue, "
+                             f"or leave out --resume to start a new run")
+        ckpt = load_checkpoint(ckpt_path, map_location="cpu")
+        for key in ("ema", "optimizer", "step", "elapsed_seconds", "statistics"):
+            if key not in ckpt:
+                raise InputError(f"--resume: {ckpt_path} has no {key!r} entry: not a checkpoint of batmobile.train "
+                                 f"that can be resumed; start a new run in another --out directory")
+        overridden = resolve_resume(args, given, ckpt)
+    check_args(args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
-    ckpt_path = os.path.join(args.out, "checkpoint.pt")
     say = Log(os.path.join(args.out, "log.txt"))
-    ckpt = load_checkpoint(ckpt_path, map_location="cpu") if args.resume and os.path.exists(ckpt_path) else None
-    if ckpt is not None:
-        overridden = resolve_resume(args, given, ckpt)
-        if overridden:
-            say("resume overrides the checkpoint's " + ", ".join(f"--{n} {getattr(args, n)}" for n in overridden))
+    if ckpt is not None and overridden:
+        say("resume overrides the checkpoint's " + ", ".join(f"--{n} {getattr(args, n)}" for n in overridden))
     device = select_device(args.device)
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
     random.seed(args.seed)
@@ -554,7 +596,4 @@ def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except DataError as e:
-        sys.exit(f"error: {e}")
+    sys.exit(run(main))

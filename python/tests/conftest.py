@@ -5,7 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# The package from python/, unless the tests run against the installed one (BATMOBILE_TEST_INSTALLED=1: scripts/test.sh
+# after `pip install ./python` into a venv; test_package.py checks which one was imported). An installed package does
+# not find the bundled water data beside itself: BATMOBILE_WATER_DATA points there.
+INSTALLED = os.environ.get("BATMOBILE_TEST_INSTALLED", "") not in ("", "0")
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(REPO, "python"))
+os.environ.setdefault("BATMOBILE_WATER_DATA", os.path.join(REPO, "data", "water", "dft_train"))
 torch.set_num_threads(1)
 
 from batmobile.model import BatmobileModel, Hyperparameters, evaluate_structure  # noqa: E402
