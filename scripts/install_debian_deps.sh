@@ -5,7 +5,7 @@ set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(build-essential cmake ninja-build ccache git xz-utils ca-certificates dpkg-dev
       libgtest-dev libgmock-dev libyaml-dev libopenmpi-dev openmpi-bin libtorch-dev
-      python3 python3-numpy python3-torch python3-matplotlib python3-pytest
+      python3 python3-venv python3-numpy python3-torch python3-matplotlib python3-pytest
       python3-ase python3-yaml python3-tqdm curl)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

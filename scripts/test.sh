@@ -45,8 +45,16 @@ export OMPI_MCA_ess_singleton_isolated=1
 stage "ctest"
 ctest --test-dir "$B" --output-on-failure --timeout 1800 || failed+=(ctest)
 if [ -d python/tests ]; then
-  stage "python tests"
-  /usr/bin/python3 -m pytest -q python/tests || failed+=(pytest)
+  # the package as users install it (pip install ./python into a venv on Debian's torch and numpy), tested from
+  # outside python/ so that the installed copy is imported (test_package.py checks which; it also runs the
+  # batmobile-* console scripts)
+  stage "python package (pip install into $B/venv) and python tests"
+  V=$(cd "$B" && pwd)/venv
+  rm -rf python/build   # setuptools' in-tree build directory: a stale copy would ship modules removed since
+  { [ -x "$V/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$V"; } &&
+    "$V/bin/python" -m pip install -q --no-build-isolation --no-deps ./python &&
+    (cd "$B" && BATMOBILE_TEST_INSTALLED=1 "$V/bin/python" -m pytest -q "$BATMOBILE_REPO/python/tests") ||
+    failed+=(pytest)
 fi
 stage "done"
 if [ ${#failed[@]} -gt 0 ]; then
