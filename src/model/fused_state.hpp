@@ -33,8 +33,8 @@ struct FusedState {
   // forces and per-atom virial accumulated by the adjoint kernels: f, vatom by the pair adjoints, f_send, vatom_send
   // by the sender adjoints of other ranks' ghosts (so that the two can run side by side); summed in bm_fused_out
   Kokkos::View<double**, Kokkos::LayoutRight, ExecSpace> f, vatom, f_send, vatom_send;
-  int team_size = 0;           // fused kernels' GPU team size (ModelOptions::interaction_team), 0 = automatic
-  int forward_team_size = -1;  // the forward kernel's (ModelOptions::forward_team), -1 = as team_size
+  int team_size = 0;           // fused kernels' GPU team size (impl::ModelTuning::interaction_team), 0 = automatic
+  int forward_team_size = -1;  // the forward kernel's (impl::ModelTuning::forward_team), -1 = as team_size
   // Layer 0 runs through the embedding-input kernels (its input, the species embedding, holds only l = 0 and does not
   // depend on the positions: the tensor products use the paths (0, l, l), the adjoints skip dE/dh, dE/dq, dE/dk), the
   // last layer through the scalar-output kernels (only its l = 0 outputs reach the energy: the paths (l, l, 0)),
@@ -99,11 +99,12 @@ void project_species_qk(const ModelHyper& hp, const ModelData<T, ExecSpace>& md,
                        pq);
 }
 
-// The fused backend for a model file: every layer's kernel parameters with the options' paths, the team sizes, the
-// per-species q and k.
+// The fused backend for a model file: every layer's kernel parameters with the options' and the tuning's paths, the
+// team sizes, the per-species q and k.
 template <class T, class ExecSpace>
 std::unique_ptr<FusedState<T, ExecSpace>> make_fused_state(const ModelFile& file, const ModelData<T, ExecSpace>& md,
-                                                           const ModelOptions& options) {
+                                                           const ModelOptions& options,
+                                                           const impl::ModelTuning& tuning) {
   const ModelHyper& hp = file.hyper;
   if (hp.L < 1 || hp.L > 3 || hp.NB > kernels::kMaxNB || hp.dk > kernels::kMaxDk)
     throw std::runtime_error("Batmobile model: the fused kernels need 1 <= L <= 3, NB <= 16, dk <= 32 "
@@ -119,16 +120,16 @@ std::unique_ptr<FusedState<T, ExecSpace>> make_fused_state(const ModelFile& file
           hp.C, hp.NB, hp.H, hp.A, hp.dk, hp.r_c, hp.avg_num_neighbors, v("radial.W1"), v("radial.b1"),
           v("radial.W2"), v("gate.Wg"), v("attn.Wq"), v("attn.Wk"), fused->role(t, hp.T));
       prm.radial_mode = options.radial_mode;
-      prm.basis_chunk = options.basis_chunk;
-      prm.prepare_span = options.prepare_span;
+      prm.basis_chunk = tuning.basis_chunk;
+      prm.prepare_span = tuning.prepare_span;
       return prm;
     };
     fused->params.push_back(with_feature_degree(hp.L, make));
   }
   // Host back-ends keep one thread per team (their thread count may be below C).
   if (!kernels::runs_on_host<ExecSpace>) {
-    fused->team_size = options.interaction_team;
-    fused->forward_team_size = options.forward_team;
+    fused->team_size = tuning.interaction_team;
+    fused->forward_team_size = tuning.forward_team;
   }
   const int S = static_cast<int>(hp.species.size());
   if (fused->role(0, hp.T) == kernels::kEmbeddingInput && hp.A * hp.dk <= md.K * md.C && S > 0)
@@ -136,7 +137,7 @@ std::unique_ptr<FusedState<T, ExecSpace>> make_fused_state(const ModelFile& file
   return fused;
 }
 
-// Team size of the fused kernels (the forward's where `forward`) for nl local atoms and C channels: the options' if
+// Team size of the fused kernels (the forward's where `forward`) for nl local atoms and C channels: the tuning's if
 // set, else automatic_fused_team (GPUs only; host back-ends: one thread per team).
 template <class T, class ExecSpace>
 int fused_team_size(const FusedState<T, ExecSpace>& fused, int nl, int C, bool forward) {

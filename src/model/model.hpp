@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/stream_event.hpp"
+#include "model/impl/model_tuning.hpp"
 #include "model/model_file.hpp"
 #include "model/model_options.hpp"
 
@@ -131,9 +132,9 @@ struct ReadoutViews;  // model_forward_stages.hpp
 // atom, no per-edge storage) or the straightforward per-edge reference implemented in this library.
 enum class EdgeBackend { Fused, Reference };
 
-// Atoms per node-kernel team that ModelOptions::node_atoms = 0 picks for nl local atoms on a GPU of `sms` SMs (sms <= 0:
-// not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2 (one atom
-// per team ran slower than four on the H200; this rule was within the noise of four: opt-in).
+// Atoms per node-kernel team that impl::ModelTuning::node_atoms = 0 picks for nl local atoms on a GPU of `sms` SMs
+// (sms <= 0: not a GPU, max_atoms): the largest of max_atoms .. 2 that still makes at least two teams per SM, else 2
+// (one atom per team ran slower than four on the H200; this rule was within the noise of four: opt-in).
 inline int auto_node_atoms(int nl, int sms, int max_atoms) {
   if (sms <= 0) return max_atoms;
   int nba = max_atoms;
@@ -149,10 +150,14 @@ class Model {
   // std::invalid_argument.
   explicit Model(const ModelFile& file, EdgeBackend backend = EdgeBackend::Fused,
                  const ModelOptions& options = ModelOptions{});
+  // The same with the kernels' internal tuning (tests: impl/model_tuning.hpp; the constructor above takes
+  // impl::ModelTuning{}); out-of-range values throw std::invalid_argument.
+  Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options, const impl::ModelTuning& tuning);
   ~Model();
   EdgeBackend backend() const { return backend_; }
   const ModelHyper& hyper() const { return hyper_; }
   const ModelOptions& options() const { return options_; }
+  const impl::ModelTuning& tuning() const { return tuning_; }
 
   // Energy, forces on all n_all atoms, virial; eatom/vatom when the Results views are allocated (non-empty).
   // `exchange` refreshes ghost features between layers (may be null when n_all == n_local).
@@ -160,14 +165,14 @@ class Model {
 
   int64_t num_edges_last() const { return n_edges_; }  // (the caller's upper bound where Graph gave one)
   // Whether compute() groups the sender adjoint by local atom where the exchange names the ghosts' image owners
-  // (fused backend, ModelOptions::group_senders): then every ghost's forces, per-atom virial and feature adjoints
+  // (fused backend, impl::ModelTuning::group_senders): then every ghost's forces, per-atom virial and feature adjoints
   // land on its atom's row and the ghost rows of Results::f and vatom are zero. senders_grouped_last(): the last
   // compute() did so (it had ghosts and such an exchange).
-  bool groups_senders() const { return backend_ == EdgeBackend::Fused && options_.group_senders; }
+  bool groups_senders() const { return backend_ == EdgeBackend::Fused && tuning_.group_senders; }
   bool senders_grouped_last() const { return n_send_ >= 0; }
   // One line on how the edge kernels launch for nl local atoms: per layer, the fused forward's and adjoints' threads
   // per atom, radial chunk (0: mode 0), basis chunk, tensor cores, register cap (the pair styles log it once a run);
-  // non-default options are named at its end.
+  // non-default options and tuning are named at its end.
   std::string launch_summary(int nl) const;
 
  private:
@@ -192,10 +197,11 @@ class Model {
   EdgeBackend backend_;
   ModelHyper hyper_;
   ModelOptions options_;
+  impl::ModelTuning tuning_;
   ModelData<T, ExecSpace> data_;
   int64_t n_edges_ = 0;
   int node_team_ = 1;  // threads per atom in the node kernels (set from the back-end at construction)
-  int node_atoms_ = 4;  // atoms per team of the node kernels (ModelOptions::node_atoms)
+  int node_atoms_ = 4;  // atoms per team of the node kernels (impl::ModelTuning::node_atoms)
   // The fused sender adjoint runs one team per local atom and its periodic images where the ghost exchange says which
   // those are, else one per atom incl. ghosts; n_send_ is this compute's count (kernels::Graph::n_send, -1: not
   // grouped)

@@ -89,7 +89,7 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   step.fused = backend_ == EdgeBackend::Fused;
   // Sender lists grouped by local atom and its periodic images where the exchange names them (fused backend only:
   // the reference adjoint takes each edge's sender row as it is)
-  if (step.fused && options_.group_senders && exchange && na > nl) {
+  if (step.fused && tuning_.group_senders && exchange && na > nl) {
     step.image_owner = exchange->image_owners();
     if (step.image_owner.extent(0) != static_cast<size_t>(na - nl)) step.image_owner = {};
   }
@@ -130,10 +130,10 @@ model_detail::Step<ExecSpace> Model<T, ExecSpace>::begin_step(const Graph<ExecSp
   step.send_edges = send_edges_;
   if (!graph.senders_in_range) build_sender_lists(step);
   // Reference backend: keep each edge's radial-MLP output (2PC values per layer) from the forward pass for the
-  // two adjoint passes when that fits in ModelOptions::radial_cache_mb; otherwise recompute it (3 evaluations per
+  // two adjoint passes when that fits in impl::ModelTuning::radial_cache_mb; otherwise recompute it (3 evaluations per
   // edge).
   const double cache_bytes = double(data_.T_layers) * n_edges * 2.0 * data_.P * data_.C * sizeof(T);
-  step.use_rcache = !step.fused && n_edges > 0 && cache_bytes <= options_.radial_cache_mb * 1024.0 * 1024.0;
+  step.use_rcache = !step.fused && n_edges > 0 && cache_bytes <= tuning_.radial_cache_mb * 1024.0 * 1024.0;
   if (step.use_rcache) {
     radial_cache_.resize(data_.T_layers);
     for (auto& v : radial_cache_)

@@ -30,14 +30,21 @@ Model<T, ExecSpace>::~Model() = default;
 
 template <class T, class ExecSpace>
 Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options)
-    : backend_(backend), hyper_(file.hyper), options_(options) {
-  validate_options(options_, hyper_.H);
-  static_assert(model_detail::kNodeAtoms == 4, "ModelOptions::node_atoms accepts 1..4");
-  node_team_ = options_.node_team > 0 ? options_.node_team
-                                      : kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam;
-  node_atoms_ = options_.node_atoms;
+    : Model(file, backend, options, impl::ModelTuning{}) {}
+
+template <class T, class ExecSpace>
+Model<T, ExecSpace>::Model(const ModelFile& file, EdgeBackend backend, const ModelOptions& options,
+                           const impl::ModelTuning& tuning)
+    : backend_(backend), hyper_(file.hyper), options_(options), tuning_(tuning) {
+  validate_options(options_);
+  impl::validate_tuning(tuning_, hyper_.H);
+  static_assert(model_detail::kNodeAtoms == 4, "ModelTuning::node_atoms accepts 1..4");
+  node_team_ = tuning_.node_team > 0 ? tuning_.node_team
+                                     : kernels::runs_on_host<ExecSpace> ? 1 : model_detail::kNodeTeam;
+  node_atoms_ = tuning_.node_atoms;
   data_ = model_detail::load_model_data<T, ExecSpace>(file);
-  if (backend_ == EdgeBackend::Fused) fused_ = model_detail::make_fused_state<T, ExecSpace>(file, data_, options_);
+  if (backend_ == EdgeBackend::Fused)
+    fused_ = model_detail::make_fused_state<T, ExecSpace>(file, data_, options_, tuning_);
 }
 
 template <class T, class ExecSpace>
@@ -47,7 +54,9 @@ int Model<T, ExecSpace>::fused_team_size(int nl, bool forward) const {
 
 template <class T, class ExecSpace>
 std::string Model<T, ExecSpace>::launch_summary(int nl) const {
-  const std::string options = non_default_options(options_);
+  // (one list: the options first, then the tuning)
+  const std::string chosen = non_default_options(options_), tuned = impl::non_default_tuning(tuning_);
+  const std::string options = chosen + (!chosen.empty() && !tuned.empty() ? ", " : "") + tuned;
   const std::string options_note = options.empty() ? "" : "; options: " + options;
   if (backend_ != EdgeBackend::Fused) return "reference edge kernels (per-edge arrays)" + options_note;
   auto one = [](int team, int chunk, int basis, int tensor_cores, bool capped) {

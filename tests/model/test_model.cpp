@@ -19,17 +19,19 @@ using namespace batmobile;
 using Exec = Kokkos::DefaultExecutionSpace;
 
 static std::string g_ref_dir;
-// The options every model of this suite is built with, unless a test picks its own (the CTest variants set them on
-// the command line: --node-team N), and whether evaluate() hides the ghosts' image owners (--ungrouped-senders).
+// The options and the internal tuning every model of this suite is built with, unless a test picks its own (the
+// CTest variants set them on the command line: --node-team N), and whether evaluate() hides the ghosts' image owners
+// (--ungrouped-senders).
 static ModelOptions g_options;
+static impl::ModelTuning g_tuning;
 static bool g_ungrouped_senders = false;
 
-// g_options changed by set(options).
+// g_tuning changed by set(tuning).
 template <class Set>
-static ModelOptions options_with(Set set) {
-  ModelOptions o = g_options;
-  set(o);
-  return o;
+static impl::ModelTuning tuning_with(Set set) {
+  impl::ModelTuning t = g_tuning;
+  set(t);
+  return t;
 }
 
 // The periodic-image exchange as a multi-rank exchange looks to the model: ghosts without named image owners, so that
@@ -147,7 +149,7 @@ static ModelFile load(const std::string& name = "model_double.pt") { return load
 template <class T>
 static void compare_with_reference(const std::string& conf, double tol, EdgeBackend backend,
                                    const std::string& model_file = "model_double.pt") {
-  Model<T, Exec> model(load(model_file), backend, g_options);
+  Model<T, Exec> model(load(model_file), backend, g_options, g_tuning);
   Reference r = read_reference(conf);
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double E = r.v.at("energy")[0];
@@ -198,7 +200,7 @@ TEST_P(ModelReference, PythonPackageFixturesFloat) {
 // The neighbour holding the largest logit of receiver 0 (checked by make_reference.py) crosses r_c: with the
 // softmax over s + log u the energy does not depend on the max, so it is continuous; jumps shrink with the step.
 TEST_P(ModelReference, ContinuousWhenMaxLogitNeighbourLeaves) {
-  Model<double, Exec> model(load(), GetParam(), g_options);
+  Model<double, Exec> model(load(), GetParam(), g_options, g_tuning);
   Reference r = read_reference("leaver");
   const double r_c = model.hyper().r_c;
   double dir[3], len = 0;
@@ -225,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, ModelReference, ::testing::Values(EdgeBackend
 
 class ModelFiniteDifference : public ::testing::TestWithParam<EdgeBackend> {};
 TEST_P(ModelFiniteDifference, ForcesAndStrain) {
-  Model<double, Exec> model(load(), GetParam(), g_options);
+  Model<double, Exec> model(load(), GetParam(), g_options, g_tuning);
   Reference r = read_reference("periodic");
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double h = 1e-5;
@@ -269,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, ModelFiniteDifference, ::testing::Values(Edge
 
 class ModelInvariance : public ::testing::TestWithParam<EdgeBackend> {};
 TEST_P(ModelInvariance, RotationTranslationPermutation) {
-  Model<double, Exec> model(load(), GetParam(), g_options);
+  Model<double, Exec> model(load(), GetParam(), g_options, g_tuning);
   Reference r = read_reference("cluster");
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const int n = static_cast<int>(r.species.size());
@@ -387,7 +389,7 @@ TEST(ModelResults, AddForces) {
     using T = decltype(zero);
     SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
                  (backend == EdgeBackend::Fused ? " fused" : " reference") + (group ? " grouped" : " ungrouped"));
-    Model<T, Exec> m(load(), backend, g_options);
+    Model<T, Exec> m(load(), backend, g_options, g_tuning);
     HostGraph hg = build_periodic_graph(r.pos, r.species, r.cell.data(), r.pbc, m.hyper().r_c);
     Graph<Exec> g = upload_graph<Exec>(hg);
     IndexMapGhostExchange<T, Exec> named(hg.n_local, hg.ghost_owner);
@@ -434,7 +436,7 @@ TEST(ModelResults, EnergyVirialOnDemand) {
     using T = decltype(zero);
     SCOPED_TRACE(std::string(sizeof(T) == 4 ? "float" : "double") +
                  (backend == EdgeBackend::Fused ? " fused" : " reference"));
-    Model<T, Exec> m(load(), backend, g_options);
+    Model<T, Exec> m(load(), backend, g_options, g_tuning);
     const Evaluation full = evaluate(m, r.pos, r.species, r.cell, r.pbc);
     ASSERT_NE(full.energy, 0.0);
     // a displaced configuration without energy and virial, then the original one again with them
@@ -459,12 +461,13 @@ TEST(ModelResults, EnergyVirialOnDemand) {
   }
 }
 
-// The reference backend keeps the radial-MLP outputs per edge when they fit (ModelOptions::radial_cache_mb); without
+// The reference backend keeps the radial-MLP outputs per edge when they fit (ModelTuning::radial_cache_mb); without
 // the cache it recomputes them.
 TEST(ModelRadialCache, SameResultWithoutCache) {
   Reference r = read_reference("periodic");
-  Model<double, Exec> model(load(), EdgeBackend::Reference, g_options);
-  Model<double, Exec> uncached(load(), EdgeBackend::Reference, options_with([](ModelOptions& o) { o.radial_cache_mb = 0; }));
+  Model<double, Exec> model(load(), EdgeBackend::Reference, g_options, g_tuning);
+  Model<double, Exec> uncached(load(), EdgeBackend::Reference, g_options,
+                               tuning_with([](impl::ModelTuning& t) { t.radial_cache_mb = 0; }));
   Evaluation cached = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   Evaluation recomputed = evaluate(uncached, r.pos, r.species, r.cell, r.pbc);
   EXPECT_NEAR(cached.energy, recomputed.energy, 1e-13 * std::fabs(cached.energy));
@@ -472,14 +475,14 @@ TEST(ModelRadialCache, SameResultWithoutCache) {
   EXPECT_LE(rel_err(cached.vatom, recomputed.vatom), 1e-13);
 }
 
-// A fused model built with options `with` against one built with the suite's: energy (etol, relative), forces,
+// A fused model built with tuning `with` against one built with the suite's: energy (etol, relative), forces,
 // per-atom energies and virials (tol, relative to their largest) on the periodic reference system, whose forces are
 // not all small.
 template <class T>
-static void expect_options_close(const Reference& r, const ModelOptions& with, double etol, double tol) {
-  SCOPED_TRACE(non_default_options(with) + (sizeof(T) == 4 ? " float" : " double"));
-  Model<T, Exec> changed(load(), EdgeBackend::Fused, with);
-  Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options);
+static void expect_tuning_close(const Reference& r, const impl::ModelTuning& with, double etol, double tol) {
+  SCOPED_TRACE(impl::non_default_tuning(with) + (sizeof(T) == 4 ? " float" : " double"));
+  Model<T, Exec> changed(load(), EdgeBackend::Fused, g_options, with);
+  Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options, g_tuning);
   const Evaluation a = evaluate(changed, r.pos, r.species, r.cell, r.pbc);
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
   EXPECT_NEAR(a.energy, b.energy, etol * std::fabs(b.energy));
@@ -491,55 +494,67 @@ static void expect_options_close(const Reference& r, const ModelOptions& with, d
   EXPECT_GT(fmax, 1e-2);
 }
 
-// Options out of range are errors (std::invalid_argument) that name the field, whichever backend.
+// Options and tuning out of range are errors (std::invalid_argument) that name the field, whichever backend.
 TEST(ModelOptionsTest, Validation) {
-  auto expect_invalid = [](const char* field, auto set) {
+  // field: "ModelOptions::name" or "ModelTuning::name"
+  auto expect_invalid = [](const std::string& field, const ModelOptions& o, const impl::ModelTuning& t) {
     for (EdgeBackend backend : {EdgeBackend::Fused, EdgeBackend::Reference}) {
       try {
-        Model<float, Exec> m(load(), backend, options_with(set));
+        Model<float, Exec> m(load(), backend, o, t);
         ADD_FAILURE() << "no error for a bad " << field;
       } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find(std::string("ModelOptions::") + field), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("batmobile::" + field), std::string::npos) << e.what();
       }
     }
   };
-  for (int v : {-1, 3, 5, 9})
-    expect_invalid("radial_mode", [v](ModelOptions& o) { o.radial_mode = static_cast<RadialMode>(v); });
-  for (int v : {-1, 65}) expect_invalid("basis_chunk", [v](ModelOptions& o) { o.basis_chunk = v; });
+  // the suite's tuning with one field set to v
+  auto bad = [](int impl::ModelTuning::*field, int v) {
+    impl::ModelTuning t = g_tuning;
+    t.*field = v;
+    return t;
+  };
+  using Tuning = impl::ModelTuning;
+  for (int v : {-1, 3, 5, 9}) {
+    ModelOptions o = g_options;
+    o.radial_mode = static_cast<RadialMode>(v);
+    expect_invalid("ModelOptions::radial_mode", o, g_tuning);
+  }
+  for (int v : {-1, 65}) expect_invalid("ModelTuning::basis_chunk", g_options, bad(&Tuning::basis_chunk, v));
   // the test model's H = 12 hidden units: 5 does not divide it
-  for (int v : {-1, 5}) expect_invalid("prepare_span", [v](ModelOptions& o) { o.prepare_span = v; });
-  for (int v : {-1, 4096}) expect_invalid("interaction_team", [v](ModelOptions& o) { o.interaction_team = v; });
-  for (int v : {-2, 2000}) expect_invalid("forward_team", [v](ModelOptions& o) { o.forward_team = v; });
-  for (int v : {-1, 1025}) expect_invalid("node_team", [v](ModelOptions& o) { o.node_team = v; });
-  for (int v : {-1, 5}) expect_invalid("node_atoms", [v](ModelOptions& o) { o.node_atoms = v; });
-  expect_invalid("radial_cache_mb", [](ModelOptions& o) { o.radial_cache_mb = -1; });
+  for (int v : {-1, 5}) expect_invalid("ModelTuning::prepare_span", g_options, bad(&Tuning::prepare_span, v));
+  for (int v : {-1, 4096})
+    expect_invalid("ModelTuning::interaction_team", g_options, bad(&Tuning::interaction_team, v));
+  for (int v : {-2, 2000}) expect_invalid("ModelTuning::forward_team", g_options, bad(&Tuning::forward_team, v));
+  for (int v : {-1, 1025}) expect_invalid("ModelTuning::node_team", g_options, bad(&Tuning::node_team, v));
+  for (int v : {-1, 5}) expect_invalid("ModelTuning::node_atoms", g_options, bad(&Tuning::node_atoms, v));
+  expect_invalid("ModelTuning::radial_cache_mb", g_options, bad(&Tuning::radial_cache_mb, -1));
 }
 
-// The fused kernels' alternative paths: the prepare passes per radial chunk (basis_chunk) and the hidden units per
-// prepare item (prepare_span) change no bit against the default.
+// The fused kernels' alternative paths (impl::ModelTuning): the prepare passes per radial chunk (basis_chunk) and the
+// hidden units per prepare item (prepare_span) change no bit against the default.
 TEST(ModelOptionsTest, FusedKernelPaths) {
   Reference r = read_reference("periodic");
-  Model<float, Exec> plain(load(), EdgeBackend::Fused, g_options);  // the defaults, compared with below
+  Model<float, Exec> plain(load(), EdgeBackend::Fused, g_options, g_tuning);  // the defaults, compared with below
   const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc);
-  // a model built with these options gives bit for bit the default's results, in two evaluations (the second one
+  // a model built with this tuning gives bit for bit the default's results, in two evaluations (the second one
   // uses the other constant-memory slot of each kernel on CUDA)
-  auto expect_bitwise_default = [&](const ModelOptions& with) {
-    Model<float, Exec> m(load(), EdgeBackend::Fused, with);
+  auto expect_bitwise_default = [&](const impl::ModelTuning& with) {
+    Model<float, Exec> m(load(), EdgeBackend::Fused, g_options, with);
     for (int rep = 0; rep < 2; ++rep) {
       const Evaluation e = evaluate(m, r.pos, r.species, r.cell, r.pbc);
-      EXPECT_EQ(e.energy, b.energy) << non_default_options(with) << " rep " << rep;
-      EXPECT_EQ(rel_err(e.forces, b.forces), 0.0) << non_default_options(with) << " rep " << rep;
-      EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << non_default_options(with) << " rep " << rep;
+      EXPECT_EQ(e.energy, b.energy) << impl::non_default_tuning(with) << " rep " << rep;
+      EXPECT_EQ(rel_err(e.forces, b.forces), 0.0) << impl::non_default_tuning(with) << " rep " << rep;
+      EXPECT_EQ(rel_err(e.vatom, b.vatom), 0.0) << impl::non_default_tuning(with) << " rep " << rep;
     }
   };
   // (host back-ends run one thread per team, which takes all hidden units of an edge whatever the span: this checks
   // that the option is passed and changes nothing there; tests/kernels' Interaction.PrepareSpan checks the GPU paths)
-  for (int span : {2, 1}) expect_bitwise_default(options_with([&](ModelOptions& o) { o.prepare_span = span; }));
+  for (int span : {2, 1}) expect_bitwise_default(tuning_with([&](impl::ModelTuning& t) { t.prepare_span = span; }));
   // one prepare pass per radial chunk instead of the automatic basis chunks: the same edge order
-  for (int chunk : {1, 16}) expect_bitwise_default(options_with([&](ModelOptions& o) { o.basis_chunk = chunk; }));
+  for (int chunk : {1, 16}) expect_bitwise_default(tuning_with([&](impl::ModelTuning& t) { t.basis_chunk = chunk; }));
 }
 
-// The node kernels take blocks of ModelOptions::node_atoms atoms per team (default 4; each weight read once per
+// The node kernels take blocks of ModelTuning::node_atoms atoms per team (default 4; each weight read once per
 // block; 0: automatic, auto_node_atoms). The periodic reference has 9 atoms: blocks of 4 and 2 end with a partial
 // block, blocks of 3 do not. Any block size gives the default's results to rounding (only the RMS sums' order
 // differs).
@@ -553,9 +568,9 @@ TEST(ModelOptionsTest, NodeAtomBlocks) {
   EXPECT_EQ(auto_node_atoms(9, 132, 4), 2);     // never below 2
   EXPECT_EQ(auto_node_atoms(9, -1, 4), 4);      // not a GPU
   for (int atoms : {0, 1, 2, 3}) {
-    const ModelOptions with = options_with([&](ModelOptions& o) { o.node_atoms = atoms; });
-    expect_options_close<float>(r, with, 1e-5, 1e-5);
-    expect_options_close<double>(r, with, 1e-12, 1e-12);
+    const impl::ModelTuning with = tuning_with([&](impl::ModelTuning& t) { t.node_atoms = atoms; });
+    expect_tuning_close<float>(r, with, 1e-5, 1e-5);
+    expect_tuning_close<double>(r, with, 1e-12, 1e-12);
   }
 }
 
@@ -563,8 +578,8 @@ TEST(ModelOptionsTest, NodeAtomBlocks) {
 // nothing: one thread per team; the GPU paths of these team sizes are the kernel tests' 3 C and forward_team cases).
 TEST(ModelOptionsTest, FusedTeamSizes) {
   Reference r = read_reference("periodic");
-  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.forward_team = 96; }), 1e-6, 1e-6);
-  expect_options_close<float>(r, options_with([](ModelOptions& o) { o.interaction_team = 32; }), 1e-6, 1e-6);
+  expect_tuning_close<float>(r, tuning_with([](impl::ModelTuning& t) { t.forward_team = 96; }), 1e-6, 1e-6);
+  expect_tuning_close<float>(r, tuning_with([](impl::ModelTuning& t) { t.interaction_team = 32; }), 1e-6, 1e-6);
 }
 
 // The automatic GPU team sizes of the fused kernels by local atom count (a pure rule; what the kernels make of
@@ -601,7 +616,7 @@ TEST(FusedTeamRule, ByPrecision) {
 }
 
 // The launch line the pair styles log: one entry per layer, each with the pair adjoint; on host back-ends one thread
-// per atom; non-default options named at its end.
+// per atom; non-default options and tuning named at its end.
 TEST(ModelOptionsTest, LaunchSummary) {
   const Model<float, Exec> fused(load(), EdgeBackend::Fused, ModelOptions{});
   const int T = fused.hyper().T;
@@ -616,27 +631,29 @@ TEST(ModelOptionsTest, LaunchSummary) {
   if (kernels::runs_on_host<Exec>) EXPECT_EQ(few.find("threads"), std::string::npos) << few;  // "1 thread" throughout
   // the adjoint that runs (every back-end)
   EXPECT_NE(few.find(", pair adjoint "), std::string::npos) << few;
-  ModelOptions two;
+  impl::ModelTuning two;
   two.node_atoms = 2;
   two.basis_chunk = 16;
-  const Model<float, Exec> with(load(), EdgeBackend::Fused, two);
+  const Model<float, Exec> with(load(), EdgeBackend::Fused, ModelOptions{}, two);
   const std::string named = with.launch_summary(648);
   EXPECT_NE(named.find("; options: basis_chunk 16, node_atoms 2"), std::string::npos) << named;
-  const Model<float, Exec> reference_with(load(), EdgeBackend::Reference, two);
+  ModelOptions mixed;  // (the options come first)
+  mixed.radial_mode = RadialMode::kTensorCoreF16;
+  const Model<float, Exec> reference_with(load(), EdgeBackend::Reference, mixed, two);
   EXPECT_EQ(reference_with.launch_summary(648),
-            "reference edge kernels (per-edge arrays); options: basis_chunk 16, node_atoms 2");
+            "reference edge kernels (per-edge arrays); options: radial_mode 4, basis_chunk 16, node_atoms 2");
 }
 
 // The sender adjoint over local atoms with their periodic images (where the exchange names them: one rank) gives the
 // results of one team per atom incl. ghosts (an exchange that does not, as on several ranks) to rounding (the images'
-// terms are summed in another order), in both precisions; ModelOptions::group_senders = false takes the ungrouped
+// terms are summed in another order), in both precisions; ModelTuning::group_senders = false takes the ungrouped
 // path with either exchange. (The CTest variant model_tests_ungrouped_senders runs every model test ungrouped.)
 TEST(ModelExchange, GroupSenders) {
   Reference r = read_reference("periodic");
   auto expect_close = [&](auto zero, double etol, double tol) {
     using T = decltype(zero);
-    Model<T, Exec> grouped(load(), EdgeBackend::Fused, g_options);
-    Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options);
+    Model<T, Exec> grouped(load(), EdgeBackend::Fused, g_options, g_tuning);
+    Model<T, Exec> plain(load(), EdgeBackend::Fused, g_options, g_tuning);
     const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
     const Evaluation b = evaluate(plain, r.pos, r.species, r.cell, r.pbc, true, false, false);
     EXPECT_NEAR(a.energy, b.energy, etol * std::fabs(b.energy));
@@ -650,9 +667,9 @@ TEST(ModelExchange, GroupSenders) {
   // so stale values there must not matter) against a fresh ungrouped model
   std::vector<double> moved = r.pos;
   for (size_t k = 0; k < moved.size(); ++k) moved[k] += 0.02 * double(int(k % 5) - 2);
-  Model<double, Exec> grouped(load(), EdgeBackend::Fused, g_options);
+  Model<double, Exec> grouped(load(), EdgeBackend::Fused, g_options, g_tuning);
   EXPECT_TRUE(grouped.groups_senders());
-  Model<double, Exec> plain(load(), EdgeBackend::Fused, g_options);
+  Model<double, Exec> plain(load(), EdgeBackend::Fused, g_options, g_tuning);
   evaluate(grouped, moved, r.species, r.cell, r.pbc, true, false, true);
   const Evaluation a = evaluate(grouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
   EXPECT_TRUE(grouped.senders_grouped_last());
@@ -665,8 +682,9 @@ TEST(ModelExchange, GroupSenders) {
   // newton off); ungrouped they are not
   EXPECT_EQ(a.ghost_abs, 0.0);
   EXPECT_GT(b.ghost_abs, 0.0);
-  // ModelOptions::group_senders = false: the ungrouped path although the exchange names the owners, bit for bit
-  Model<double, Exec> ungrouped(load(), EdgeBackend::Fused, options_with([](ModelOptions& o) { o.group_senders = false; }));
+  // ModelTuning::group_senders = false: the ungrouped path although the exchange names the owners, bit for bit
+  Model<double, Exec> ungrouped(load(), EdgeBackend::Fused, g_options,
+                                tuning_with([](impl::ModelTuning& t) { t.group_senders = false; }));
   EXPECT_FALSE(ungrouped.groups_senders());
   const Evaluation c = evaluate(ungrouped, r.pos, r.species, r.cell, r.pbc, true, false, true);
   EXPECT_FALSE(ungrouped.senders_grouped_last());
@@ -708,7 +726,7 @@ static int csr_launches_during(Fn fn) {
 // sender indices (the build checks them).
 TEST(ModelExchange, SenderListsOnlyWhereRead) {
   Reference r = read_reference("periodic");
-  Model<double, Exec> fused(load(), EdgeBackend::Fused, g_options);
+  Model<double, Exec> fused(load(), EdgeBackend::Fused, g_options, g_tuning);
   Evaluation built, skipped;
   EXPECT_GT(csr_launches_during([&] { built = evaluate(fused, r.pos, r.species, r.cell, r.pbc, true, false, true); }),
             0);
@@ -722,7 +740,7 @@ TEST(ModelExchange, SenderListsOnlyWhereRead) {
   EXPECT_EQ(skipped.vatom, built.vatom);
   for (int a = 0; a < 6; ++a) EXPECT_EQ(skipped.virial[a], built.virial[a]);
   // a fresh model whose first evaluation skips them (its sender arrays never allocated)
-  Model<double, Exec> fresh(load(), EdgeBackend::Fused, g_options);
+  Model<double, Exec> fresh(load(), EdgeBackend::Fused, g_options, g_tuning);
   Evaluation first;
   EXPECT_EQ(csr_launches_during(
                 [&] { first = evaluate(fresh, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }),
@@ -731,7 +749,7 @@ TEST(ModelExchange, SenderListsOnlyWhereRead) {
   EXPECT_EQ(first.energy, built.energy);
   EXPECT_GT(csr_launches_during([&] { evaluate(fused, r.pos, r.species, r.cell, r.pbc, true, false, false, true); }),
             0);
-  Model<double, Exec> reference(load(), EdgeBackend::Reference, g_options);
+  Model<double, Exec> reference(load(), EdgeBackend::Reference, g_options, g_tuning);
   EXPECT_GT(
       csr_launches_during([&] { evaluate(reference, r.pos, r.species, r.cell, r.pbc, true, false, true, true); }), 0);
 }
@@ -796,7 +814,7 @@ TEST(ModelExchange, NodeForwardWritesImages) {
   Reference r = read_reference("periodic");
   auto expect_same = [&](auto zero, EdgeBackend backend, const std::string& file) {
     using T = decltype(zero);
-    Model<T, Exec> listed(load(file), backend, g_options), copied(load(file), backend, g_options);
+    Model<T, Exec> listed(load(file), backend, g_options, g_tuning), copied(load(file), backend, g_options, g_tuning);
     const int layers = listed.hyper().T;
     Evaluation a, b;
     EXPECT_EQ(launches_during("bm_ghost_forward",
@@ -852,7 +870,7 @@ int main(int argc, char** argv) {
   for (int a = 2; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--node-team" && a + 1 < argc) {
-      g_options.node_team = std::stoi(argv[++a]);
+      g_tuning.node_team = std::stoi(argv[++a]);
     } else if (arg == "--ungrouped-senders") {
       g_ungrouped_senders = true;
     } else {
