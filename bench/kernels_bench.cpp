@@ -43,6 +43,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "conv_weights.hpp"
 #include "kernels/batmobile_kernels.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)

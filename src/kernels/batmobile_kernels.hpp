@@ -6,13 +6,11 @@
 //   tp.hpp            per-channel tensor products over a path set + adjoints
 //   graph.hpp         receiver- and sender-grouped CSR neighbour graph
 //   interaction.hpp   fused conv + on-the-fly attention of one layer (docs/model.md steps 1-2) + adjoint
-//   conv_weights.hpp  fused conv with per-edge weights (all 34 paths; e3nn benchmark op) + adjoint
 //   eaas.hpp          Wigner-D to the edge frame, aligned-frame gather tables, SO(2) tensor product + adjoint
 //   tensor_core.hpp   TF32 tensor-core MMA (sm_80+), 3xTF32 split, fragment packing (radial mode 2)
 //   cuda_cache.hpp    blocks per SM of a Kokkos kernel on CUDA, check_cuda
 #pragma once
 #include "common.hpp"
-#include "conv_weights.hpp"
 #include "cuda_cache.hpp"
 #include "eaas.hpp"
 #include "graph.hpp"

@@ -1,5 +1,7 @@
 // Fused conv with per-edge weights over all 34 paths (and the 23 natural ones): forward vs a dense double
-// reference, dE/dw exactly, dE/dh and forces by finite differences, virial, rotation equivariance.
+// reference, dE/dw exactly, dE/dh and forces by finite differences, virial, rotation equivariance. The op is the
+// kernel benchmark's (bench/conv_weights.hpp).
+#include "conv_weights.hpp"
 #include "test_util.hpp"
 
 using namespace bt;

@@ -1,4 +1,6 @@
-// Fused convolution with per-edge weights given as input (the e3nn benchmark operation):
+// Fused convolution with per-edge weights given as input: the operation that the kernel benchmark compares with e3nn
+// (kernels_bench.cpp, e3nn_bench.py). A benchmark op built from the kernel library's SH and tensor products, not part
+// of the library: MD runs the fused interaction (kernels/interaction.hpp).
 //   out_i = scale * sum_{e = (i <- j)} TP_ALL(h_j, w_e)
 // over the path set num_paths(L, ALL) (ALL = true: all 34 triangle-allowed paths of 0e+1o+2e+3o x SH; outputs
 // of both parities, slot layout out_index() in common.hpp: natural parity [0, K), other parity [K, 2K)).
@@ -14,9 +16,9 @@
 #pragma once
 #include <stdexcept>
 
-#include "graph.hpp"
-#include "sh.hpp"
-#include "tp.hpp"
+#include "kernels/graph.hpp"
+#include "kernels/sh.hpp"
+#include "kernels/tp.hpp"
 
 namespace batmobile {
 namespace kernels {
