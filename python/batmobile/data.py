@@ -150,31 +150,72 @@ def dataset_statistics(frames: List[Frame], num_species: int) -> Dict:
     }
 
 
-def batch_frames(frames: List[Frame], dtype: torch.dtype, device) -> Dict[str, torch.Tensor]:
-    """Concatenate frames into one disjoint graph (per-edge cells handle different boxes)."""
-    pos, spc, snd, rcv, shf, cells, frame_of_atom, e, f, w = [], [], [], [], [], [], [], [], [], []
-    offset = 0
-    for k, fr in enumerate(frames):
-        n = len(fr.species)
-        pos.append(fr.positions)
-        spc.append(fr.species)
-        snd.append(fr.sender + offset)
-        rcv.append(fr.receiver + offset)
-        shf.append(fr.shifts)
-        cells.append(np.broadcast_to(fr.cell, (len(fr.sender), 3, 3)))
-        frame_of_atom.append(np.full(n, k))
-        e.append(fr.energy)
-        f.append(fr.forces)
-        w.append(np.zeros((3, 3)) if fr.virial is None else fr.virial)
-        offset += n
+class Batcher:
+    """Batches of frames as one disjoint graph: the atoms of B frames one after another with a per-atom frame index,
+    each frame's edge indices offset by the atoms before it, per-frame cells (gathered per edge on the device).
+    Frames of different sizes mix freely; the neighbour lists are each frame's own (built once, kept on the Frame).
 
-    def t(x, dt=dtype):
-        return torch.as_tensor(np.ascontiguousarray(np.concatenate(x) if isinstance(x, list) else x), dtype=dt,
-                               device=device)
-    return {
-        "positions": t(pos), "species": t(spc, torch.long), "sender": t(snd, torch.long),
-        "receiver": t(rcv, torch.long), "shifts": t(shf, torch.long), "cell": t(cells),
-        "frame_of_atom": t(frame_of_atom, torch.long), "energy": t(np.array(e)), "forces": t(f),
-        "num_atoms": t(np.array([len(fr.species) for fr in frames]), dtype), "virial": t(np.stack(w)),
-        "has_virial": t(np.array([fr.virial is not None for fr in frames]), torch.bool),
-    }
+    A batch is assembled on the host with a few numpy concatenations into two flat buffers (floating point and
+    integer) and moved with one copy each; on CUDA the buffers are pinned and copied with non_blocking=True, so
+    assembling the next batch never waits for the device. Besides tensors, a batch holds host-side facts about its
+    frames (num_frames, equal_sizes, any_virial, all_virial) that the loss uses without reading the device."""
+
+    def __init__(self, frames: Sequence[Frame], dtype: torch.dtype, device):
+        self.frames = frames
+        self.dtype, self.device = dtype, torch.device(device)
+        self.np_dtype = np.float32 if dtype == torch.float32 else np.float64
+        self.pinned = self.device.type == "cuda"
+
+    def __call__(self, indices: Sequence[int]) -> Dict:
+        frames = [self.frames[i] for i in indices]
+        B = len(frames)
+        n = np.array([len(fr.species) for fr in frames], dtype=np.int64)
+        e = np.array([len(fr.sender) for fr in frames], dtype=np.int64)
+        N, E = int(n.sum()), int(e.sum())
+        first_atom = np.cumsum(n) - n
+        has_virial = np.array([fr.virial is not None for fr in frames])
+        zero = np.zeros((3, 3))
+        floats = [("positions", (N, 3), [fr.positions for fr in frames]),
+                  ("forces", (N, 3), [fr.forces for fr in frames]),
+                  ("energy", (B,), [np.array([fr.energy for fr in frames])]),
+                  ("num_atoms", (B,), [n]),
+                  ("virial", (B, 3, 3), [zero if fr.virial is None else fr.virial for fr in frames]),
+                  ("cell", (B, 3, 3), [fr.cell for fr in frames]),
+                  # force-term weight of each atom: 1 / (3 N_frame B), a per-frame mean over the batch's frames
+                  ("atom_weight", (N,), [np.repeat(1.0 / (3.0 * n * B), n)]),
+                  # virial-term weight of each frame: 1 / (9 B) where the frame has a virial, else 0
+                  ("virial_weight", (B,), [has_virial / (9.0 * B)])]
+        longs = [("species", (N,), [fr.species for fr in frames]),
+                 ("sender", (E,), [np.concatenate([fr.sender for fr in frames]) + np.repeat(first_atom, e)]),
+                 ("receiver", (E,), [np.concatenate([fr.receiver for fr in frames]) + np.repeat(first_atom, e)]),
+                 ("shifts", (E, 3), [fr.shifts for fr in frames]),
+                 ("frame_of_atom", (N,), [np.repeat(np.arange(B), n)]),
+                 ("frame_of_edge", (E,), [np.repeat(np.arange(B), e)])]
+        batch = {**self._move(floats, self.dtype, self.np_dtype), **self._move(longs, torch.long, np.int64)}
+        batch["has_virial"] = batch["virial_weight"] > 0
+        batch.update(num_frames=B, equal_sizes=bool((n == n[0]).all()) if B else True,
+                     any_virial=bool(has_virial.any()), all_virial=bool(has_virial.all()))
+        return batch
+
+    def _move(self, fields, dtype, np_dtype):
+        sizes = [int(np.prod(shape)) for _, shape, _ in fields]
+        total = int(sum(sizes))
+        host = torch.empty(total, dtype=dtype, pin_memory=self.pinned)
+        flat = host.numpy()
+        at = 0
+        for (_, shape, parts), size in zip(fields, sizes):
+            if size:
+                np.concatenate([np.asarray(x).reshape(-1) for x in parts], out=flat[at:at + size],
+                               casting="same_kind")
+            at += size
+        dev = host.to(self.device, non_blocking=True) if self.pinned else host.to(self.device)
+        out, at = {}, 0
+        for (name, shape, _), size in zip(fields, sizes):
+            out[name] = dev[at:at + size].view(shape)
+            at += size
+        return out
+
+
+def batch_frames(frames: List[Frame], dtype: torch.dtype, device) -> Dict:
+    """All the frames as one batch (Batcher)."""
+    return Batcher(frames, dtype, device)(range(len(frames)))

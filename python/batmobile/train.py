@@ -6,12 +6,17 @@ frame range; the validation data are given explicitly (no random split of correl
 --species, or the elements in the order they first appear in the training data. A config file (YAML or JSON,
 batmobile/config.py) gives any option; flags override it.
 
-Loss per step = w_E * mean((dE / N / s)^2) + w_F * mean((dF / s)^2) [+ w_S * mean((dW / N / s)^2) over the frames
-with a virial, --stress-weight], s = energy_scale (force RMS of the training set), so the terms are dimensionless;
+Each optimiser step takes --batch-size frames (of any sizes) as one disjoint graph. Loss of one frame =
+w_E * (dE / N / s)^2 + w_F * mean over its atoms and components of (dF / s)^2 [+ w_S * mean((dW / N / s)^2) when the
+frame has a virial, --stress-weight]; the step's loss is the mean over the batch's frames, so its gradient is the
+mean of the frames' gradients. s = energy_scale (force RMS of the training set), so the terms are dimensionless;
 w_E rises linearly from --energy-weight to --energy-weight-final over the run when the latter is given. Adam, EMA
 of the weights (validation and checkpoints' "ema" are the EMA weights), cosine learning-rate decay over the whole
 run: --steps and --total-minutes (alias --max-minutes) define the run, and the
-schedule follows whichever of the two runs out first, so a time-limited run still anneals.
+schedule follows whichever of the two runs out first, so a time-limited run still anneals. The schedules (learning
+rate, energy weight, EMA decay and its warm-up) count optimiser steps, not frames: --steps is the number of steps of
+--batch-size frames each. The step reads nothing back from the device: losses are summed there and read when a
+progress line, curve point or checkpoint is written.
 
 A run may be split over several calls: --chunk-steps / --chunk-minutes end this call early, and --resume continues
 from OUT/checkpoint.pt exactly where it stopped (weights, optimizer, EMA, schedule position and elapsed training time,
@@ -34,7 +39,7 @@ import torch
 
 from .cli import ArgumentParser, run
 from .config import apply_config
-from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, DataError, batch_frames, dataset_statistics, \
+from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, Batcher, DataError, dataset_statistics, \
     species_in_order
 from .evaluate import metrics, parity_plots, predict, stress_metrics
 from .io_utils import InputError, load_checkpoint
@@ -45,7 +50,7 @@ from .sources import prepare, read_sources
 # checkpoint; --data (where the sets lie) and the per-call options may differ between calls
 RUN_OPTIONS = ("train", "val", "energy_key", "forces_key", "stress_key", "virial_key", "stress_weight",
                "train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
-               "energy_scale_from", "steps", "total_minutes", "batch_frames", "lr", "lr_final_fraction",
+               "energy_scale_from", "steps", "total_minutes", "batch_size", "lr", "lr_final_fraction",
                "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
                "val_frames", "curve_every")
 
@@ -74,7 +79,10 @@ def build_parser():
     p.add_argument("--chunk-steps", type=int, default=0, help="end this call after this many steps (0 = no limit)")
     p.add_argument("--chunk-minutes", type=float, default=0.0,
                    help="end this call after this many minutes of training (0 = no limit)")
-    p.add_argument("--batch-frames", type=int, default=1)
+    p.add_argument("--batch-size", "--batch-frames", dest="batch_size", type=int, default=1,
+                   help="frames per optimiser step (default 1); the schedules count steps")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                   help="torch.compile the model (torch 2 or later; otherwise a notice and no compilation)")
     p.add_argument("--lr", type=float, default=5e-3)
     p.add_argument("--lr-final-fraction", type=float, default=0.01)
     p.add_argument("--energy-weight", type=float, default=1.0)
@@ -125,11 +133,16 @@ class EMA:
     @torch.no_grad()
     def update(self, model, step):
         d = min(self.decay, (1.0 + step) / (10.0 + step))  # short warm-up so early EMA is not the random init
+        shadow, live = [], []
         for k, v in model.state_dict().items():
             if v.dtype.is_floating_point:
-                self.shadow[k].mul_(d).add_(v.detach(), alpha=1.0 - d)
+                shadow.append(self.shadow[k])
+                live.append(v.detach())
             else:
                 self.shadow[k].copy_(v)
+        # shadow = d * shadow + (1 - d) * weights, for all tensors at once (a few kernels on a GPU)
+        torch._foreach_mul_(shadow, d)
+        torch._foreach_add_(shadow, live, alpha=1.0 - d)
 
     def model_copy(self, model):
         m = copy.deepcopy(model)
@@ -196,9 +209,11 @@ def energy_weight(args, progress):
 
 
 def loss_terms(model, batch, training, with_virial=False):
-    """Per-frame energy error per atom and force errors; with_virial adds (frames with a virial, 3, 3) virial
-    errors per atom."""
-    out = evaluate_structure(model, batch["positions"], batch["species"], batch["cell"], batch["sender"],
+    """Per-frame energy error per atom (B,) and force errors (N, 3) of a batch (batmobile.data.Batcher);
+    with_virial adds the virial errors per atom (B, 3, 3), whose rows of frames without a virial
+    (batch["has_virial"] False) are to be ignored."""
+    cell = batch["cell"][batch["frame_of_edge"]]     # per-edge cells
+    out = evaluate_structure(model, batch["positions"], batch["species"], cell, batch["sender"],
                              batch["receiver"], batch["shifts"], training=training, edge_terms=with_virial)
     n_frames = batch["energy"].shape[0]
     e_pred = torch.zeros(n_frames, dtype=out["atomic_energies"].dtype, device=out["atomic_energies"].device)
@@ -209,22 +224,38 @@ def loss_terms(model, batch, training, with_virial=False):
         return de_per_atom, df
     # W = -sum_edges r (x) dE/dr per frame, symmetrised as in evaluate_structure
     rg = out["edge_vectors"][:, :, None] * out["edge_gradients"][:, None, :]
-    frame_of_edge = batch["frame_of_atom"][batch["receiver"]]
     w_pred = torch.zeros(n_frames, 3, 3, dtype=rg.dtype, device=rg.device)
-    w_pred = w_pred.index_add(0, frame_of_edge, -0.5 * (rg + rg.transpose(1, 2)))
-    has = batch["has_virial"]
-    dw = (w_pred[has] - batch["virial"][has]) / batch["num_atoms"][has][:, None, None]
+    w_pred = w_pred.index_add(0, batch["frame_of_edge"], -0.5 * (rg + rg.transpose(1, 2)))
+    dw = (w_pred - batch["virial"]) / batch["num_atoms"][:, None, None]
     return de_per_atom, df, dw
 
 
-def validate(model, frames, dtype, device):
+def batch_loss(batch, de, df, dw, s, w_e, w_f, w_s):
+    """The mean over the batch's frames of each frame's loss w_E (dE/N/s)^2 + w_F mean((dF/s)^2) [+ w_S
+    mean((dW/N/s)^2) for a frame with a virial]. Where all frames have the same atom count (or all a virial) the
+    plain mean over all components is that mean; the branches read host-side facts of the batch, not the device."""
+    loss = w_e * (de / s).pow(2).mean()
+    if batch["equal_sizes"]:
+        loss = loss + w_f * (df / s).pow(2).mean()
+    else:
+        loss = loss + w_f * ((df / s).pow(2).sum(1) * batch["atom_weight"]).sum()
+    if dw is not None:
+        if batch["all_virial"]:
+            loss = loss + w_s * (dw / s).pow(2).mean()
+        else:
+            loss = loss + w_s * ((dw / s).pow(2).sum((1, 2)) * batch["virial_weight"]).sum()
+    return loss
+
+
+def validate(model, frames, dtype, device, batch_size=1):
     de, df, dw = [], [], []
-    for fr in frames:
-        b = batch_frames([fr], dtype, device)
+    batcher = Batcher(frames, dtype, device)
+    for start in range(0, len(frames), batch_size):
+        b = batcher(range(start, min(start + batch_size, len(frames))))
         e, f, w = loss_terms(model, b, training=False, with_virial=True)
         de.append(e.detach())
         df.append(f.detach().reshape(-1))
-        dw.append(w.detach().reshape(-1))
+        dw.append(w.detach()[b["has_virial"]].reshape(-1))
     de, df, dw = torch.cat(de), torch.cat(df), torch.cat(dw)
     m = {"energy_rmse_meV_per_atom": 1e3 * de.pow(2).mean().sqrt().item(),
          "force_rmse_meV_per_A": 1e3 * df.pow(2).mean().sqrt().item(),
@@ -232,6 +263,13 @@ def validate(model, frames, dtype, device):
     if len(dw):
         m["virial_rmse_meV_per_atom"] = 1e3 * dw.pow(2).mean().sqrt().item()
     return m
+
+
+def adam_options(device):
+    """The fused Adam kernel on CUDA where torch has it (one kernel for all parameters); the default elsewhere."""
+    if device.type == "cuda" and int(torch.__version__.split(".")[0]) >= 2:
+        return {"fused": True}
+    return {}
 
 
 def select_device(name):
@@ -293,6 +331,8 @@ def resolve_resume(args, given, ckpt):
     stored = dict(ckpt.get("args") or {})
     if "max_minutes" in stored:
         stored.setdefault("total_minutes", stored.pop("max_minutes"))
+    if "batch_frames" in stored:   # the option's earlier name
+        stored.setdefault("batch_size", stored.pop("batch_frames"))
     overridden = []
     for name in RUN_OPTIONS:
         if name not in stored:
@@ -314,11 +354,17 @@ class Trainer:
         model = BatmobileModel(hp, seed=args.seed)
         model.E_ref.copy_(torch.tensor(stats["E_ref"]))
         self.model = model.to(device=device, dtype=dtype)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr, **adam_options(device))
         self.ema = EMA(self.model, args.ema)
         self.order = DataOrder(len(train), args.seed)
+        self.batcher = Batcher(train, dtype, device)
+        self.loss_terms = loss_terms
         self.step, self.elapsed_before, self.curve, self.commands = 0, 0.0, new_curve(), []
-        self.pending_losses = []
+        # on-device sums: the curve's loss since its last point; loss, |dE/N| and dF^2 since the last progress line
+        self.curve_sum, self.curve_steps = torch.zeros((), dtype=torch.float64, device=device), 0
+        self.log_sum = torch.zeros(3, dtype=torch.float64, device=device)
+        self.log_steps = self.log_frames = self.log_components = 0
+        self.pending_points = []   # curve points whose loss is still on the device
 
     def load(self, ckpt):
         self.model.load_state_dict(ckpt["model"])
@@ -331,7 +377,13 @@ class Trainer:
         else:  # checkpoint without a stored order: a fresh permutation, as older versions did
             self.order = DataOrder(len(self.train), self.args.seed + self.step)
         self.curve = ckpt.get("curve") or new_curve()
-        self.pending_losses = list(ckpt.get("pending_losses", []))
+        if "curve_sum" in ckpt:
+            self.curve_sum = ckpt["curve_sum"].to(device=self.device, dtype=torch.float64)
+            self.curve_steps = ckpt["curve_steps"]
+        else:   # older checkpoints: the losses since the last curve point as a list
+            pending = list(ckpt.get("pending_losses", []))
+            self.curve_sum.fill_(math.fsum(pending))
+            self.curve_steps = len(pending)
         self.commands = list(ckpt.get("train_commands") or [ckpt.get("train_command")])
         if "rng" in ckpt:
             restore_rng_states(ckpt["rng"])
@@ -339,43 +391,78 @@ class Trainer:
             torch.set_rng_state(ckpt["rng_cpu"])
 
     def one_step(self, lr, w_e):
+        """One optimiser step on the next --batch-size frames; nothing in it waits for the device. Returns the
+        loss as a device tensor."""
         args = self.args
         for g in self.opt.param_groups:
             g["lr"] = lr
-        batch = batch_frames([self.train[i] for i in self.order.take(args.batch_frames)], self.dtype, self.device)
+        batch = self.batcher(self.order.take(args.batch_size))
         self.model.train()
-        with_virial = args.stress_weight > 0 and bool(batch["has_virial"].any())
-        de, df, *dw = loss_terms(self.model, batch, training=True, with_virial=with_virial)
-        s = self.hp.energy_scale
-        loss = w_e * (de / s).pow(2).mean() + args.force_weight * (df / s).pow(2).mean()
-        if with_virial:
-            loss = loss + args.stress_weight * (dw[0] / s).pow(2).mean()
+        with_virial = args.stress_weight > 0 and batch["any_virial"]
+        de, df, *dw = self.loss_terms(self.model, batch, training=True, with_virial=with_virial)
+        loss = batch_loss(batch, de, df, dw[0] if with_virial else None, self.hp.energy_scale, w_e,
+                          args.force_weight, args.stress_weight)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
         self.ema.update(self.model, self.step)
         self.step += 1
-        self.pending_losses.append(loss.item())
-        return loss.item(), de.detach(), df.detach()
+        loss = loss.detach()
+        self.curve_sum += loss
+        self.curve_steps += 1
+        self.log_sum += torch.stack([loss.double(), de.detach().abs().sum().double(),
+                                     df.detach().pow(2).sum().double()])
+        self.log_steps += 1
+        self.log_frames += de.shape[0]
+        self.log_components += df.numel()
+        return loss
+
+    def take_log_means(self):
+        """(loss, energy MAE meV/atom, force RMSE meV/A) over the steps since the last call (one device read)."""
+        loss_sum, e_abs, f_sq = self.log_sum.tolist()
+        means = (loss_sum / max(1, self.log_steps), 1e3 * e_abs / max(1, self.log_frames),
+                 1e3 * math.sqrt(f_sq / max(1, self.log_components)))
+        self.log_sum.zero_()
+        self.log_steps = self.log_frames = self.log_components = 0
+        return means
 
     def record_train_point(self, elapsed, lr, w_e):
+        """A curve point: the mean loss since the last point stays on the device until flush_curve()."""
+        self.pending_points.append((self.step, elapsed, self.curve_sum / max(1, self.curve_steps), lr, w_e))
+        self.curve_sum = torch.zeros_like(self.curve_sum)
+        self.curve_steps = 0
+
+    def flush_curve(self):
+        if not self.pending_points:
+            return
+        losses = torch.stack([p[2] for p in self.pending_points]).tolist()
         tr = self.curve["train"]
-        tr["step"].append(self.step)
-        tr["elapsed_s"].append(elapsed)
-        tr["loss"].append(float(np.mean(self.pending_losses)))
-        tr["lr"].append(lr)
-        tr["energy_weight"].append(w_e)
-        self.pending_losses = []
+        for (step, elapsed, _, lr, w_e), loss in zip(self.pending_points, losses):
+            for key, value in (("step", step), ("elapsed_s", elapsed), ("loss", loss), ("lr", lr),
+                               ("energy_weight", w_e)):
+                tr[key].append(value)
+        self.pending_points = []
 
     def save(self, path, elapsed, finished, device_name):
+        self.flush_curve()
         state = {"model": self.model.state_dict(), "ema": self.ema.shadow, "optimizer": self.opt.state_dict(),
                  "step": self.step, "elapsed_seconds": elapsed, "finished": finished,
                  "hyperparameters": self.hp.to_dict(), "statistics": self.stats, "args": vars(self.args),
                  "train_command": "  +  ".join(self.commands), "train_commands": self.commands,
                  "device": device_name, "train_frames": len(self.train), "rng": rng_states(),
-                 "data_order": self.order.state_dict(), "curve": self.curve, "pending_losses": self.pending_losses}
+                 "data_order": self.order.state_dict(), "curve": self.curve, "curve_sum": self.curve_sum.cpu(),
+                 "curve_steps": self.curve_steps}
         torch.save(state, path + ".tmp")
         os.replace(path + ".tmp", path)
+
+
+def enable_compile(tr, say):
+    """--compile: the training step's loss terms through torch.compile (dynamic shapes: batches differ in size)."""
+    if not hasattr(torch, "compile"):
+        say(f"--compile: torch {torch.__version__} has no torch.compile (it needs torch 2.0 or later); "
+            f"training uncompiled")
+        return
+    tr.loss_terms = torch.compile(loss_terms, dynamic=True)
 
 
 class Log:
@@ -440,7 +527,7 @@ def flag(name):
 
 def check_args(args):
     """Option values the run cannot use, as InputError (before any data is read)."""
-    at_least = {"steps": 1, "batch_frames": 1, "val_every": 1, "checkpoint_every": 1, "log_every": 1,
+    at_least = {"steps": 1, "batch_size": 1, "val_every": 1, "checkpoint_every": 1, "log_every": 1,
                 "curve_every": 1, "C": 1, "T": 1, "NB": 1, "H": 1, "A": 1, "dk": 1, "Hr": 1, "L": 0, "chunk_steps": 0,
                 "val_frames": 0, "threads": 0, "total_minutes": 0.0, "chunk_minutes": 0.0}
     for name, low in at_least.items():
@@ -497,6 +584,8 @@ def main(argv=None):
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
                              min_distance=stats["min_distance"])
     tr = Trainer(args, hp, stats, train, device, dtype)
+    if args.compile:
+        enable_compile(tr, say)
     if ckpt is not None:
         tr.load(ckpt)
         say(f"resumed at step {tr.step} ({tr.elapsed_before:.0f} s trained)")
@@ -541,21 +630,24 @@ def run_loop(args, tr, val_monitor, val_all, ckpt_path, device_name, say):
             break
         progress = schedule_progress(args, tr.step, el)
         lr, w_e = learning_rate(args, progress), energy_weight(args, progress)
-        loss, de, df = tr.one_step(lr, w_e)
-        e_mae, f_rmse = 1e3 * de.abs().mean().item(), 1e3 * df.pow(2).mean().sqrt().item()
+        tr.one_step(lr, w_e)
         if say.bar is not None:
             say.bar.update(1)
-            say.bar.set_postfix_str(f"loss {loss:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A", refresh=False)
         if tr.step % args.curve_every == 0:
             tr.record_train_point(elapsed(), lr, w_e)
         if tr.step % args.log_every == 0 or tr.step == first_step + 1:
+            # the only read of the training losses between checkpoints: means since the last line
+            loss, e_mae, f_rmse = tr.take_log_means()
             el = elapsed()
             limit = f"/{total_s:.0f}" if total_s > 0 else ""
             per_step = (time.time() - t_start) / (tr.step - first_step)
-            say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({per_step:.3f} s/step) loss {loss:.4g} lr {lr:.2e} "
-                f"w_E {w_e:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A")
+            frames_per_s = args.batch_size / per_step if per_step > 0 else 0.0
+            if say.bar is not None:
+                say.bar.set_postfix_str(f"loss {loss:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A", refresh=False)
+            say(f"step {tr.step}/{args.steps} {el:.0f}{limit} s ({per_step:.3f} s/step, {frames_per_s:.1f} frames/s) "
+                f"loss {loss:.4g} lr {lr:.2e} w_E {w_e:.3g} E {e_mae:.2f} meV/at F {f_rmse:.1f} meV/A")
         if tr.step % args.val_every == 0:
-            metrics = validate(tr.ema.model_copy(tr.model), val_monitor, tr.dtype, tr.device)
+            metrics = validate(tr.ema.model_copy(tr.model), val_monitor, tr.dtype, tr.device, args.batch_size)
             tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_monitor),
                                            **metrics})
             say(f"validation (EMA, {len(val_monitor)} frames) step {tr.step}: {json.dumps(metrics)}")
@@ -577,7 +669,7 @@ def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
     if finished and any(v.get("final") for v in tr.curve["validation"]):
         say(f"the run finished before (step {tr.step}/{args.steps}); nothing to do")
     elif finished:
-        m = validate(ema_model, val_all, tr.dtype, tr.device)
+        m = validate(ema_model, val_all, tr.dtype, tr.device, args.batch_size)
         tr.curve["validation"].append({"step": tr.step, "elapsed_s": elapsed(), "frames": len(val_all),
                                        "final": True, **m})
         say(f"final validation (EMA, all {len(val_all)} frames, {args.dtype}): {json.dumps(m)}")
@@ -590,7 +682,7 @@ def finish_run(args, tr, finished, val_monitor, val_all, elapsed, say):
             say(f"parity plots (EMA, float64): {', '.join(paths)}; "
                 f"metrics: {os.path.join(args.out, 'validation.json')}")
     else:
-        m = validate(ema_model, val_monitor, tr.dtype, tr.device)
+        m = validate(ema_model, val_monitor, tr.dtype, tr.device, args.batch_size)
         say(f"end of chunk at step {tr.step}/{args.steps}: validation (EMA, {len(val_monitor)} frames) "
             f"{json.dumps(m)}; continue with --resume")
 
