@@ -81,8 +81,6 @@ def build_parser():
                    help="end this call after this many minutes of training (0 = no limit)")
     p.add_argument("--batch-size", "--batch-frames", dest="batch_size", type=int, default=1,
                    help="frames per optimiser step (default 1); the schedules count steps")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
-                   help="torch.compile the model (torch 2 or later; otherwise a notice and no compilation)")
     p.add_argument("--lr", type=float, default=5e-3)
     p.add_argument("--lr-final-fraction", type=float, default=0.01)
     p.add_argument("--energy-weight", type=float, default=1.0)
@@ -265,13 +263,6 @@ def validate(model, frames, dtype, device, batch_size=1):
     return m
 
 
-def adam_options(device):
-    """The fused Adam kernel on CUDA where torch has it (one kernel for all parameters); the default elsewhere."""
-    if device.type == "cuda" and int(torch.__version__.split(".")[0]) >= 2:
-        return {"fused": True}
-    return {}
-
-
 def select_device(name):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -354,11 +345,10 @@ class Trainer:
         model = BatmobileModel(hp, seed=args.seed)
         model.E_ref.copy_(torch.tensor(stats["E_ref"]))
         self.model = model.to(device=device, dtype=dtype)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr, **adam_options(device))
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
         self.ema = EMA(self.model, args.ema)
         self.order = DataOrder(len(train), args.seed)
         self.batcher = Batcher(train, dtype, device)
-        self.loss_terms = loss_terms
         self.step, self.elapsed_before, self.curve, self.commands = 0, 0.0, new_curve(), []
         # on-device sums: the curve's loss since its last point; loss, |dE/N| and dF^2 since the last progress line
         self.curve_sum, self.curve_steps = torch.zeros((), dtype=torch.float64, device=device), 0
@@ -399,7 +389,7 @@ class Trainer:
         batch = self.batcher(self.order.take(args.batch_size))
         self.model.train()
         with_virial = args.stress_weight > 0 and batch["any_virial"]
-        de, df, *dw = self.loss_terms(self.model, batch, training=True, with_virial=with_virial)
+        de, df, *dw = loss_terms(self.model, batch, training=True, with_virial=with_virial)
         loss = batch_loss(batch, de, df, dw[0] if with_virial else None, self.hp.energy_scale, w_e,
                           args.force_weight, args.stress_weight)
         self.opt.zero_grad(set_to_none=True)
@@ -454,15 +444,6 @@ class Trainer:
                  "curve_steps": self.curve_steps}
         torch.save(state, path + ".tmp")
         os.replace(path + ".tmp", path)
-
-
-def enable_compile(tr, say):
-    """--compile: the training step's loss terms through torch.compile (dynamic shapes: batches differ in size)."""
-    if not hasattr(torch, "compile"):
-        say(f"--compile: torch {torch.__version__} has no torch.compile (it needs torch 2.0 or later); "
-            f"training uncompiled")
-        return
-    tr.loss_terms = torch.compile(loss_terms, dynamic=True)
 
 
 class Log:
@@ -584,8 +565,6 @@ def main(argv=None):
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
                              min_distance=stats["min_distance"])
     tr = Trainer(args, hp, stats, train, device, dtype)
-    if args.compile:
-        enable_compile(tr, say)
     if ckpt is not None:
         tr.load(ckpt)
         say(f"resumed at step {tr.step} ({tr.elapsed_before:.0f} s trained)")
