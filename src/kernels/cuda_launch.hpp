@@ -56,6 +56,11 @@
 namespace batmobile {
 namespace kernels {
 
+// Each shared object (liblammps with the styles built in, batmobileplugin.so) keeps its own slots, slot kernels and
+// their host state: shared (interposed) symbols would let one object's CUDA module register, fill and launch the
+// other's, as when the plugin is loaded into an lmp that has the styles built in.
+#define BATMOBILE_MODULE_LOCAL __attribute__((visibility("hidden")))
+
 #if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDACC__)
 inline constexpr bool const_launch_available = true;
 inline constexpr size_t kConstSlotBytes = 4096;
@@ -64,14 +69,14 @@ namespace detail {
 inline long const_slot_copy_count = 0;
 // one buffer of two slots per driver type (8-byte words)
 template <class Driver>
-__constant__ unsigned long long const_slots[2][(sizeof(Driver) + 7) / 8];
+BATMOBILE_MODULE_LOCAL __constant__ unsigned long long const_slots[2][(sizeof(Driver) + 7) / 8];
 
 template <class Driver, int Slot>
-__global__ void const_slot_kernel() {
+BATMOBILE_MODULE_LOCAL __global__ void const_slot_kernel() {
   reinterpret_cast<const Driver*>(&const_slots<Driver>[Slot][0])->operator()();
 }
 template <class Driver, int Slot, unsigned MaxThreads, unsigned MinBlocks>
-__global__ void __launch_bounds__(MaxThreads, MinBlocks) const_slot_kernel_lb() {
+BATMOBILE_MODULE_LOCAL __global__ void __launch_bounds__(MaxThreads, MinBlocks) const_slot_kernel_lb() {
   reinterpret_cast<const Driver*>(&const_slots<Driver>[Slot][0])->operator()();
 }
 template <class Driver, class LaunchBounds, int Slot>
@@ -99,7 +104,7 @@ constexpr bool const_slots_policy() {
 inline long const_slot_copies() { return detail::const_slot_copy_count; }
 
 template <class Functor, class Policy>
-std::pair<const void*, const void*> const_slot_kernels() {
+BATMOBILE_MODULE_LOCAL std::pair<const void*, const void*> const_slot_kernels() {
   if constexpr (const_slots_policy<Policy>()) {
     using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
     using LB = typename Policy::launch_bounds;
@@ -110,7 +115,8 @@ std::pair<const void*, const void*> const_slot_kernels() {
 }
 
 template <class Functor, class Policy>
-void parallel_for_const_slots(const std::string& name, const Policy& policy, const Functor& functor) {
+BATMOBILE_MODULE_LOCAL void parallel_for_const_slots(const std::string& name, const Policy& policy,
+                                                     const Functor& functor) {
   if constexpr (const_slots_policy<Policy>()) {
     using Driver = Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>;
     using LB = typename Policy::launch_bounds;
@@ -208,7 +214,7 @@ void parallel_for_const_slots(const std::string& name, const Policy& policy, con
 #endif
 
 template <class Exec>
-const Exec& default_instance() {
+BATMOBILE_MODULE_LOCAL const Exec& default_instance() {
   static const Exec space;
   return space;
 }
