@@ -1,18 +1,24 @@
-"""Model file (format "batmobile", version 1; docs/model.md "Model file").
+"""Model file (format "batmobile", version 2; docs/model.md "Model file").
 
 python -m batmobile.export CHECKPOINT OUT.pt [--raw-weights]   (EMA weights unless --raw-weights)
-python -m batmobile.export --add-checksum IN.pt OUT.pt        (a file without checksum: same tensors, checksum added)
+python -m batmobile.export --upgrade IN.pt OUT.pt             (a version-1 file: same tensors, written as version 2)
 
 The file is torch.jit.save of a module that holds only float64 buffers (plus the uint8 `meta.header_json`), so
 libtorch reads it with torch::jit::load + named_buffers(). Buffer names equal the model's parameter names.
-The header's "checksum" is "sha256:" + tensors_checksum() of the buffers (docs/pair_style.md "Model file
-checksum"); pair_coeff recomputes it and stops on a mismatch.
+The header (a JSON object in meta.header_json) ends with its "checksum" member: "sha256:" + model_checksum(), which
+covers the header before that member (species and their order, cutoff, every hyperparameter, format and version)
+and every tensor (docs/model.md "Model checksum"). pair_coeff and load_potential recompute it and stop on a
+mismatch. Version-1 files (checksum over the tensors only, or none) still load, with a warning.
 """
 import argparse
 import hashlib
 import json
+import os
+import re
+import shutil
 import sys
-from typing import Dict, Optional
+import warnings
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -21,9 +27,27 @@ from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters
 
 FORMAT = "batmobile"
-VERSION = 1
+VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 META_NUMBERS = ("r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale",
                 "min_distance")
+# The stored header of a version-2 file: the canonical header (a JSON object) with this member appended as its last
+_CHECKSUM_MEMBER = re.compile(rb', "checksum": "sha256:([0-9a-f]{64})"\}\Z')
+
+
+def package_version() -> str:
+    """The Batmobile version that writes model files ("batmobile_version" in their header): the package's
+    __version__, which is the repository's VERSION file."""
+    try:
+        from ._version import __version__
+        return __version__
+    except ImportError:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "VERSION")
+        try:
+            with open(path) as f:
+                return f.read().strip() or "unknown"
+        except OSError:
+            return "unknown"
 
 
 class _BufferHolder(nn.Module):
@@ -40,12 +64,11 @@ def _holder_at(root: nn.Module, dotted: str) -> nn.Module:
     return node
 
 
-def tensors_checksum(buffers: Dict[str, torch.Tensor]) -> str:
-    """SHA-256 (hex) over every buffer except meta.header_json, in ascending order of the names (UTF-8 bytes): each
+def _hash_tensors(h, buffers: Dict[str, torch.Tensor]) -> None:
+    """Feeds every buffer except meta.header_json to h, in ascending order of the names (UTF-8 bytes): each
     contributes "<name>\\n<dtype>\\n[<d0>,<d1>,...]\\n" ("[]" for a scalar; dtype as torch names it without
-    "torch.") and then its data, row-major, little-endian. src/model/model_file.cpp computes the same."""
-    h = hashlib.sha256()
-    for name in sorted(k for k in buffers if k != "meta.header_json"):
+    "torch.") and then its data, row-major, little-endian."""
+    for name in sorted((k for k in buffers if k != "meta.header_json"), key=lambda k: k.encode("utf-8")):
         t = buffers[name].detach().cpu().contiguous()
         dtype = str(t.dtype).replace("torch.", "")
         h.update(f"{name}\n{dtype}\n[{','.join(str(d) for d in t.shape)}]\n".encode("utf-8"))
@@ -53,14 +76,51 @@ def tensors_checksum(buffers: Dict[str, torch.Tensor]) -> str:
         if sys.byteorder != "little" and t.element_size() > 1:
             data = data.reshape(-1, t.element_size())[:, ::-1]
         h.update(data.tobytes())
+
+
+def tensors_checksum(buffers: Dict[str, torch.Tensor]) -> str:
+    """The version-1 checksum (hex): SHA-256 over the tensors alone (_hash_tensors). src/model/model_file.cpp
+    computes the same."""
+    h = hashlib.sha256()
+    _hash_tensors(h, buffers)
     return h.hexdigest()
 
 
+def model_checksum(canonical_header: bytes, buffers: Dict[str, torch.Tensor]) -> str:
+    """The version-2 checksum (hex): SHA-256 over the decimal byte count of the canonical header, a newline, the
+    canonical header's bytes, then the tensors as in tensors_checksum. The canonical header is the stored header
+    without its last member `, "checksum": "sha256:<64 hex>"` (split_header). src/model/model_file.cpp computes the
+    same."""
+    h = hashlib.sha256()
+    h.update(str(len(canonical_header)).encode("ascii") + b"\n" + canonical_header)
+    _hash_tensors(h, buffers)
+    return h.hexdigest()
+
+
+def split_header(stored: bytes) -> Tuple[bytes, Optional[str]]:
+    """(canonical header, stored checksum hex) of a version-2 header: the stored bytes end with
+    `, "checksum": "sha256:<64 hex>"}`, and the canonical header is the bytes before that member plus the closing
+    `}`. (stored, None) where the header does not end so."""
+    m = _CHECKSUM_MEMBER.search(stored)
+    if not m:
+        return stored, None
+    return stored[:m.start()] + b"}", m.group(1).decode("ascii")
+
+
+def encode_header(header: Dict, buffers: Dict[str, torch.Tensor]) -> bytes:
+    """The stored version-2 header: json.dumps of header (without "checksum") with the checksum over it and the
+    buffers appended as its last member."""
+    header = {k: v for k, v in header.items() if k != "checksum"}
+    canonical = json.dumps(header).encode("utf-8")
+    assert canonical.endswith(b"}") and len(canonical) > 2, "the header must be a non-empty JSON object"
+    digest = model_checksum(canonical, buffers)
+    return canonical[:-1] + f', "checksum": "sha256:{digest}"}}'.encode("ascii")
+
+
 def _set_header(root: nn.Module, header: Dict) -> None:
-    """Stores the header with the checksum of root's other buffers (registered before the header)."""
-    header = dict(header, checksum="sha256:" + tensors_checksum(dict(root.named_buffers())))
-    _holder_at(root, "meta.x").register_buffer(
-        "header_json", torch.tensor(list(json.dumps(header).encode("utf-8")), dtype=torch.uint8))
+    """Stores the header (version 2) with the checksum over it and root's other buffers (registered before)."""
+    stored = encode_header(header, dict(root.named_buffers()))
+    _holder_at(root, "meta.x").register_buffer("header_json", torch.tensor(list(stored), dtype=torch.uint8))
 
 
 def build_export_module(model: BatmobileModel, extra_header: Optional[Dict] = None) -> nn.Module:
@@ -68,8 +128,9 @@ def build_export_module(model: BatmobileModel, extra_header: Optional[Dict] = No
     root = _BufferHolder()
     for name, tensor in model.state_dict().items():
         _holder_at(root, name).register_buffer(name.split(".")[-1], tensor.detach().to("cpu", torch.float64).clone())
-    header = {"format": FORMAT, "version": VERSION, "species": list(hp.species), "units": "metal",
-              "hyperparameters": hp.to_dict(), "E_ref": model.E_ref.detach().double().tolist()}
+    header = {"format": FORMAT, "version": VERSION, "batmobile_version": package_version(),
+              "species": list(hp.species), "units": "metal", "hyperparameters": hp.to_dict(),
+              "E_ref": model.E_ref.detach().double().tolist()}
     header.update(hp.to_dict())
     if extra_header:
         header.update(extra_header)
@@ -82,22 +143,79 @@ def build_export_module(model: BatmobileModel, extra_header: Optional[Dict] = No
     return root
 
 
-def add_checksum(src: str, dst: str) -> str:
-    """Writes dst: the buffers of the model file src, bit for bit, with the header's checksum (re)computed from
-    them. For files of exporters that stored no checksum; returns the checksum."""
-    module = torch.jit.load(src, map_location="cpu")
-    buffers = {k: v.detach().clone() for k, v in module.named_buffers()}
+def _read_buffers(path: str) -> Tuple[Dict[str, torch.Tensor], bytes]:
+    """The buffers of a model file (without meta.header_json) and the header's stored bytes."""
+    module = torch.jit.load(path, map_location="cpu")
+    buffers = {k: v.detach() for k, v in module.named_buffers()}
     if "meta.header_json" not in buffers:
-        raise ValueError(f"{src}: not a Batmobile model file (no meta.header_json buffer)")
-    header = json.loads(bytes(buffers.pop("meta.header_json").tolist()).decode("utf-8"))
-    if "checksum" in header and header["checksum"] != "sha256:" + tensors_checksum(buffers):
-        raise ValueError(f"{src}: its tensors do not match its checksum (corrupted or altered); not copied")
+        raise ValueError(f"{path}: not a Batmobile model file (no meta.header_json buffer)")
+    stored = bytes(buffers.pop("meta.header_json").tolist())
+    return buffers, stored
+
+
+def verify(path: str, buffers: Dict[str, torch.Tensor], stored: bytes) -> Tuple[Dict, str]:
+    """The parsed header of a model file and what its checksum covers: "header and weights" (version 2, verified),
+    "weights" (version 1 with a checksum, verified) or "nothing" (version 1 without one). Raises ValueError on a
+    mismatch, on a version-2 header without its checksum member, and on an unknown format or version."""
+    header = json.loads(stored.decode("utf-8"))
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"{path}: unknown model format {header.get('format') if isinstance(header, dict) else None!r}"
+                         f", expected {FORMAT!r}")
+    version = header.get("version")
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"{path}: model format version {version!r} is not supported "
+                         f"(this reader understands versions {', '.join(map(str, SUPPORTED_VERSIONS))})")
+    if version == 1:
+        if "checksum" not in header:
+            return header, "nothing"
+        if header["checksum"] != "sha256:" + tensors_checksum(buffers):
+            raise ValueError(f"{path}: the weights do not match the file's checksum: the weights are corrupted or "
+                             f"altered; re-export the model file")
+        return header, "weights"
+    canonical, stored_hex = split_header(stored)
+    if stored_hex is None:
+        raise ValueError(f"{path}: the header of this format-version-2 file does not end with its checksum member "
+                         f"(', \"checksum\": \"sha256:<64 hex>\"}}'): the header was altered; re-export the model file")
+    computed = model_checksum(canonical, buffers)
+    if computed != stored_hex:
+        raise ValueError(f"{path}: the model checksum does not match (stored sha256:{stored_hex}, computed "
+                         f"sha256:{computed}): the header (species, cutoff, hyperparameters) or the weights were "
+                         f"altered or corrupted after export; re-export the model file")
+    return header, "header and weights"
+
+
+def upgrade(src: str, dst: str) -> str:
+    """Writes dst: the model file src as format version 2. A version-1 src has its tensor checksum (where it has
+    one) verified, then every buffer is kept bit for bit except meta.version (now 2), and the header gets version 2,
+    "batmobile_version" (this package's; "upgraded_from_version": 1 records the origin) and the version-2 checksum.
+    A version-2 src is verified and copied unchanged. Returns dst's checksum ("sha256:<hex>")."""
+    buffers, stored = _read_buffers(src)
+    try:
+        header, _ = verify(src, buffers, stored)
+    except ValueError as e:
+        raise ValueError(f"{e}; {dst} not written") from None
+    if header["version"] == VERSION:
+        if os.path.abspath(src) != os.path.abspath(dst):
+            shutil.copyfile(src, dst)
+        return header["checksum"]
+    header = {k: v for k, v in header.items() if k != "checksum"}
+    out = {"format": header.pop("format"), "version": VERSION, "batmobile_version": package_version(),
+           "upgraded_from_version": header.pop("version")}
+    header.pop("batmobile_version", None)
+    out.update(header)
+    if "meta.version" in buffers:
+        buffers["meta.version"] = torch.tensor(float(VERSION), dtype=buffers["meta.version"].dtype)
     root = _BufferHolder()
     for name, tensor in buffers.items():
-        _holder_at(root, name).register_buffer(name.split(".")[-1], tensor)
-    _set_header(root, header)
+        _holder_at(root, name).register_buffer(name.split(".")[-1], tensor.clone())
+    _set_header(root, out)
     torch.jit.save(torch.jit.script(root), dst)
     return read_header(dst)["checksum"]
+
+
+def add_checksum(src: str, dst: str) -> str:
+    """Former name of upgrade (which also adds the checksum to a version-1 file without one)."""
+    return upgrade(src, dst)
 
 
 def save_potential(model: BatmobileModel, path: str, extra_header: Optional[Dict] = None) -> None:
@@ -113,20 +231,16 @@ def read_header(path: str) -> Dict:
 
 
 def load_potential(path: str, dtype: torch.dtype = torch.float64) -> BatmobileModel:
-    """Rebuild the PyTorch model from a model file; rejects unknown formats and versions."""
-    module = torch.jit.load(path, map_location="cpu")
-    buffers = dict(module.named_buffers())
-    if "meta.header_json" not in buffers:
-        raise ValueError(f"{path}: not a Batmobile model file (no meta.header_json buffer)")
-    header = json.loads(bytes(buffers["meta.header_json"].tolist()).decode("utf-8"))
-    if "checksum" in header and header["checksum"] != "sha256:" + tensors_checksum(buffers):
-        raise ValueError(f"{path}: the weights do not match the file's checksum: the weights are corrupted or "
-                         f"altered; re-export the model file")
-    if header.get("format") != FORMAT:
-        raise ValueError(f"{path}: unknown model format {header.get('format')!r}, expected {FORMAT!r}")
-    if header.get("version") != VERSION:
-        raise ValueError(f"{path}: model format version {header.get('version')!r} is not supported "
-                         f"(this reader understands version {VERSION})")
+    """Rebuild the PyTorch model from a model file; verifies its checksum (verify) and rejects unknown formats and
+    versions. A version-1 file loads with a warning (its checksum, if any, does not cover the header)."""
+    buffers, stored = _read_buffers(path)
+    header, covered = verify(path, buffers, stored)
+    if header["version"] == 1:
+        warnings.warn(f"{path}: model format version 1: " +
+                      ("its checksum covers the weights but not the header (species, cutoff, hyperparameters)"
+                       if covered == "weights" else "it carries no checksum") +
+                      f", so an altered file would go unnoticed; upgrade it with: python -m batmobile.export "
+                      f"--upgrade {path} NEW.pt", stacklevel=2)
     if header.get("units") != "metal":
         raise ValueError(f"{path}: units {header.get('units')!r}, expected 'metal'")
     hp = Hyperparameters.from_dict(header["hyperparameters"])
@@ -147,14 +261,17 @@ def model_from_checkpoint(ckpt: Dict, use_ema: bool = True) -> BatmobileModel:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", help="training checkpoint (with --add-checksum: a model file)")
+    p.add_argument("checkpoint", help="training checkpoint (with --upgrade: a model file)")
     p.add_argument("output")
     p.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
-    p.add_argument("--add-checksum", action="store_true",
-                   help="copy the model file CHECKPOINT to OUTPUT with the weights checksum in its header")
+    p.add_argument("--upgrade", action="store_true",
+                   help="write the model file CHECKPOINT as format version 2 to OUTPUT: the same tensors, the "
+                        "checksum over header and tensors (a version-1 file's own checksum is verified first)")
+    p.add_argument("--add-checksum", action="store_true", help="the same as --upgrade (its former name)")
     a = p.parse_args(argv)
-    if a.add_checksum:
-        print(f"wrote {a.output} (tensors of {a.checkpoint}, {add_checksum(a.checkpoint, a.output)})")
+    if a.upgrade or a.add_checksum:
+        checksum = upgrade(a.checkpoint, a.output)
+        print(f"wrote {a.output} (format version {VERSION}, tensors of {a.checkpoint}, {checksum})")
         return
     ckpt = load_checkpoint(a.checkpoint)
     model = model_from_checkpoint(ckpt, use_ema=not a.raw_weights)

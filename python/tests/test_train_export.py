@@ -107,7 +107,7 @@ def test_export_file_layout_and_exact_reload(tmp_path, system):
     assert tuple(buffers["layers.1.mix.Wgm"].shape) == (L * C, C)
     assert tuple(buffers["embed"].shape) == (S, C) and buffers["readout.b2"].dim() == 0
     header = json.loads(bytes(buffers["meta.header_json"].tolist()).decode())
-    assert header["format"] == "batmobile" and header["version"] == 1 and header["units"] == "metal"
+    assert header["format"] == "batmobile" and header["version"] == 2 and header["units"] == "metal"
     assert header["species"] == ["O", "H"] and header["L"] == 3 and header["r_c"] == model.hp.r_c
     assert buffers["meta.r_c"].item() == model.hp.r_c and buffers["meta.energy_scale"].item() == model.hp.energy_scale
     # rebuild from buffers: identical numbers
@@ -119,7 +119,7 @@ def test_export_file_layout_and_exact_reload(tmp_path, system):
 
 def test_loader_rejects_unknown_format_and_version(tmp_path):
     model = random_model(C=4, T=1)
-    for key, value, message in (("version", 2, "version 2 is not supported"), ("format", "other", "unknown model format")):
+    for key, value, message in (("version", 3, "version 3 is not supported"), ("format", "other", "unknown model format")):
         root = build_export_module(model, {key: value})
         path = str(tmp_path / f"bad_{key}.pt")
         torch.jit.save(torch.jit.script(root), path)

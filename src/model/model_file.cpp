@@ -228,27 +228,78 @@ std::string sha256_hex(const unsigned char* data, size_t size) {
   return h.hex();
 }
 
-std::string tensors_checksum(std::vector<RawTensor> tensors) {
+namespace {
+// Feeds the tensors to h as the checksums define them (tensors_checksum).
+void hash_tensors(Sha256& h, std::vector<RawTensor> tensors) {
   std::sort(tensors.begin(), tensors.end(), [](const RawTensor& a, const RawTensor& b) { return a.name < b.name; });
-  Sha256 h;
   for (const auto& t : tensors) {
     std::string head = t.name + "\n" + t.dtype + "\n[";
     for (size_t i = 0; i < t.shape.size(); ++i) head += (i ? "," : "") + std::to_string(t.shape[i]);
     h.update(head + "]\n");
     h.update(t.bytes.data(), t.bytes.size());
   }
+}
+}  // namespace
+
+std::string tensors_checksum(std::vector<RawTensor> tensors) {
+  Sha256 h;
+  hash_tensors(h, std::move(tensors));
   return h.hex();
 }
 
+std::string model_checksum(const std::string& canonical_header, std::vector<RawTensor> tensors) {
+  Sha256 h;
+  h.update(std::to_string(canonical_header.size()) + "\n");
+  h.update(canonical_header);
+  hash_tensors(h, std::move(tensors));
+  return h.hex();
+}
+
+bool split_header(const std::string& stored, std::string* canonical, std::string* hex) {
+  static const std::string head = ", \"checksum\": \"sha256:", tail = "\"}";
+  const size_t member = head.size() + 64 + tail.size();
+  if (stored.size() < member + 1) return false;
+  const size_t at = stored.size() - member;
+  if (stored.compare(at, head.size(), head) != 0 || stored.compare(stored.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  const std::string digits = stored.substr(at + head.size(), 64);
+  for (char c : digits)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  *canonical = stored.substr(0, at) + "}";
+  *hex = digits;
+  return true;
+}
+
 namespace {
-// The header's "checksum" ("sha256:<64 hex digits>") against mf.tensors_sha256 (see validate_model_file).
+// The header's "checksum" ("sha256:<64 hex digits>") against the checksum the reader computed for the file's
+// version (see validate_model_file): version 2 must carry it as the header's last member and it covers the header
+// and the tensors; in version 1 it is optional and covers the tensors only.
 template <class Field>
-void check_checksum(ModelFile& mf, const Field* stored, const std::string& where) {
+void check_checksum(ModelFile& mf, const std::string& header_json, const Field* stored, const std::string& where) {
+  const std::string prefix = "sha256:";
+  if (mf.hyper.version >= 2) {
+    std::string canonical, hex;
+    if (!split_header(header_json, &canonical, &hex) || !stored || stored->kind != JsonValue::String ||
+        stored->str != prefix + hex)
+      throw std::runtime_error(where + "the header of this format-version-" + std::to_string(mf.hyper.version) +
+                               " file does not end with its checksum member (, \"checksum\": \"sha256:<64 hex "
+                               "digits>\"}): the header was altered; re-export the model file");
+    if (mf.model_sha256.empty()) {
+      mf.checksum = ChecksumState::kNotComputed;
+      return;
+    }
+    if (hex != mf.model_sha256)
+      throw std::runtime_error(where + "the model checksum does not match (stored " + stored->str +
+                               ", computed sha256:" + mf.model_sha256 +
+                               "): the header (species, cutoff, hyperparameters) or the weights were altered or "
+                               "corrupted after export; re-export the model file");
+    mf.checksum = ChecksumState::kVerified;
+    return;
+  }
   if (!stored) {
     mf.checksum = ChecksumState::kAbsent;
     return;
   }
-  const std::string prefix = "sha256:";
   if (stored->kind != JsonValue::String || stored->str.compare(0, prefix.size(), prefix) != 0 ||
       stored->str.size() != prefix.size() + 64)
     throw std::runtime_error(where + "header 'checksum' is not \"sha256:<64 hex digits>\"");
@@ -260,7 +311,7 @@ void check_checksum(ModelFile& mf, const Field* stored, const std::string& where
     throw std::runtime_error(where + "the weights do not match the file's checksum (stored " + stored->str +
                              ", computed sha256:" + mf.tensors_sha256 +
                              "): the weights are corrupted or altered; re-export the model file");
-  mf.checksum = ChecksumState::kVerified;
+  mf.checksum = ChecksumState::kWeightsVerified;
 }
 }  // namespace
 
@@ -293,9 +344,14 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
   if (!ver || ver->kind != JsonValue::Number)
     throw std::runtime_error(where + "header has no numeric 'version'");
   mf.hyper.version = static_cast<int>(ver->number);
-  if (mf.hyper.version != kFormatVersion)
+  if (ver->number != mf.hyper.version || mf.hyper.version < kOldestFormatVersion || mf.hyper.version > kFormatVersion)
     throw std::runtime_error(where + "unsupported format version " + std::to_string(mf.hyper.version) +
-                             " (this build reads version " + std::to_string(kFormatVersion) + ")");
+                             " (this build reads versions " + std::to_string(kOldestFormatVersion) + " to " +
+                             std::to_string(kFormatVersion) + ")");
+  const JsonValue* written_by = field("batmobile_version");
+  mf.hyper.batmobile_version = written_by && written_by->kind == JsonValue::String ? written_by->str : "";
+  // before anything else is read from the file: an altered header is reported as such, not as what it breaks
+  check_checksum(mf, header_json, field("checksum"), where);
   const JsonValue* sp = field("species");
   if (!sp || sp->kind != JsonValue::Array || sp->items.empty())
     throw std::runtime_error(where + "header has no non-empty 'species' list");
@@ -395,7 +451,6 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
     }
   }
   mf.E_ref = mf.tensors.at("E_ref").values;
-  check_checksum(mf, field("checksum"), where);
 }
 
 std::vector<int> map_species(const ModelHyper& hyper, const std::vector<std::string>& names) {

@@ -86,6 +86,9 @@ ModelFile load_model_file(const std::string& path) {
     mf.tensors[nb.name] = std::move(ht);
   }
   if (!have_header) throw std::runtime_error(where + "no meta.header_json buffer (not a Batmobile model file)");
+  // both versions' checksums (the header says which applies; hashing twice costs milliseconds)
+  std::string canonical, stored_hex;
+  if (split_header(header_json, &canonical, &stored_hex)) mf.model_sha256 = model_checksum(canonical, raw);
   mf.tensors_sha256 = tensors_checksum(std::move(raw));
   validate_model_file(mf, header_json);
   return mf;

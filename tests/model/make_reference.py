@@ -7,6 +7,7 @@ Writes OUTDIR/model_double.pt (and variants for the loader tests) and OUTDIR/ref
 "key n v1 ... vn" line per quantity). The exporter below follows docs/model.md "Model file" directly; if the
 Python package provides its own exporter (batmobile.export), that one is used so the contract is tested end to end.
 """
+import hashlib
 import json
 import math
 import os
@@ -42,20 +43,66 @@ def _module_tree(buffers):
     return root
 
 
-def export_contract(model, path, header_overrides=None, drop=None):
-    """docs/model.md "Model file": float64 buffers with the parameter names, meta.<key>, meta.header_json."""
+def _tensor_stream(buffers):
+    """docs/model.md "Model checksum": every buffer but meta.header_json by ascending name, each as
+    "<name>\\n<dtype>\\n[<d0>,...]\\n" followed by its little-endian bytes (independently of batmobile.export)."""
+    out = b""
+    for name in sorted(k for k in buffers if k != "meta.header_json"):
+        a = buffers[name].contiguous().numpy()
+        dtype = str(buffers[name].dtype).replace("torch.", "")
+        out += f"{name}\n{dtype}\n[{','.join(map(str, a.shape))}]\n".encode()
+        out += a.astype(a.dtype.newbyteorder("<")).tobytes()
+    return out
+
+
+def export_contract(model, path, header_overrides=None, drop=None, version=2, v1_checksum=False):
+    """docs/model.md "Model file": float64 buffers with the parameter names, meta.<key>, meta.header_json. Version 2:
+    the header ends with its checksum member (docs/model.md "Model checksum"); version 1: no checksum, or with
+    v1_checksum the version-1 checksum over the tensors alone."""
     hp = model.hp
     buffers = {}
     for name, t in list(model.named_parameters()) + [("E_ref", model.E_ref)]:
         buffers[name] = t.detach().to(torch.float64).clone()
     for key in ["r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale", "min_distance"]:
         buffers["meta." + key] = torch.tensor(float(getattr(hp, key)), dtype=torch.float64)
-    header = {"format": "batmobile", "version": 1, "species": list(hp.species), "units": "metal"}
+    header = {"format": "batmobile", "version": version, "species": list(hp.species), "units": "metal"}
     header.update(header_overrides or {})
-    buffers["meta.header_json"] = torch.tensor(list(json.dumps(header).encode()), dtype=torch.uint8)
     for d in drop or []:
         buffers.pop(d)
+    canonical = json.dumps(header).encode()
+    if version >= 2:
+        digest = hashlib.sha256(str(len(canonical)).encode() + b"\n" + canonical + _tensor_stream(buffers)).hexdigest()
+        stored = canonical[:-1] + b', "checksum": "sha256:' + digest.encode() + b'"}'
+    elif v1_checksum:
+        digest = hashlib.sha256(_tensor_stream(buffers)).hexdigest()
+        stored = json.dumps(dict(header, checksum="sha256:" + digest)).encode()
+    else:
+        stored = canonical
+    buffers["meta.header_json"] = torch.tensor(list(stored), dtype=torch.uint8)
     torch.jit.save(torch.jit.script(_module_tree(buffers)), path)
+
+
+def alter_header(src, dst, change):
+    """A copy of the model file src whose header JSON is edited by change(header) (a dict, keys in the stored order,
+    so the checksum member stays last and unchanged), every tensor as it was: a hand-edited header."""
+    buffers = dict(torch.jit.load(src, map_location="cpu").named_buffers())
+    header = json.loads(bytes(buffers["meta.header_json"].tolist()).decode())
+    change(header)
+    buffers["meta.header_json"] = torch.tensor(list(json.dumps(header).encode()), dtype=torch.uint8)
+    torch.jit.save(torch.jit.script(_module_tree(buffers)), dst)
+
+
+def flip_weight_bit(path, out, name="layers.0.mix.Wm0"):
+    """A copy of the model file with the lowest mantissa bit of one value of tensor `name` flipped (still finite and
+    of the right shape, only the checksum tells): torch.jit.save stores tensor data uncompressed, so the tensor's
+    bytes occur verbatim in the archive."""
+    data = dict(torch.jit.load(path).named_buffers())[name].contiguous().numpy().tobytes()
+    blob = bytearray(open(path, "rb").read())
+    if blob.count(data) != 1:
+        raise RuntimeError(f"{path}: the bytes of {name} do not occur exactly once")
+    blob[blob.find(data) + 8 * 3] ^= 1
+    with open(out, "wb") as f:
+        f.write(bytes(blob))
 
 
 def make_model(T=2, seed=1234):
@@ -123,6 +170,16 @@ def main(outdir):
     export_contract(model, os.path.join(outdir, "bad_format.pt"), {"format": "nequip"})
     export_contract(model, os.path.join(outdir, "bad_units.pt"), {"units": "real"})
     export_contract(model, os.path.join(outdir, "missing_tensor.pt"), drop=["layers.1.mix.Wo2"])
+    # the checksum (docs/model.md "Model checksum"): version-1 files without and with their tensors-only checksum;
+    # version-2 files with the species order swapped in the header, a weight bit flipped, no checksum member
+    export_contract(model, os.path.join(outdir, "v1_no_checksum.pt"), version=1)
+    export_contract(model, os.path.join(outdir, "v1_checksum.pt"), version=1, v1_checksum=True)
+    alter_header(os.path.join(outdir, "model_double.pt"), os.path.join(outdir, "header_species_swapped.pt"),
+                 lambda h: h.update(species=h["species"][::-1]))
+    flip_weight_bit(os.path.join(outdir, "model_double.pt"), os.path.join(outdir, "weights_flipped.pt"))
+    export_contract(model, os.path.join(outdir, "v2_no_checksum.pt"), version=1)
+    alter_header(os.path.join(outdir, "v2_no_checksum.pt"), os.path.join(outdir, "v2_no_checksum.pt"),
+                 lambda h: h.update(version=2))
     with open(os.path.join(outdir, "model_double.pt"), "rb") as f:
         blob = f.read()
     with open(os.path.join(outdir, "corrupt.pt"), "wb") as f:
@@ -145,6 +202,12 @@ def main(outdir):
     pos, cell, pbc, species = leaver_configuration(model)
     write_ref(os.path.join(outdir, "ref_leaver.txt"), pos, cell, pbc, species, reference(model, pos, cell, pbc, species))
     python_package_fixtures(model, outdir)
+    # the cutoff edited in the header of the package exporter's file (its header repeats the hyperparameters)
+    def longer_cutoff(h):
+        h["r_c"] += 1.0
+        h["hyperparameters"]["r_c"] += 1.0
+    alter_header(os.path.join(outdir, "model_pyexport.pt"), os.path.join(outdir, "header_cutoff_altered.pt"),
+                 longer_cutoff)
     print("wrote", outdir)
 
 

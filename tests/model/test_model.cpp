@@ -14,6 +14,7 @@
 #include "model/model.hpp"
 #include "model/model_file.hpp"
 #include "model/sender_csr.hpp"
+#include "model/version.hpp"
 
 using namespace batmobile;
 using Exec = Kokkos::DefaultExecutionSpace;
@@ -849,7 +850,7 @@ static void expect_load_error(const std::string& file, const std::string& fragme
 TEST(ModelLoader, Errors) {
   expect_load_error(g_ref_dir + "/does_not_exist.pt", "cannot open");
   expect_load_error(g_ref_dir + "/corrupt.pt", "not a readable TorchScript archive");
-  expect_load_error(g_ref_dir + "/bad_version.pt", "unsupported format version 99");
+  expect_load_error(g_ref_dir + "/bad_version.pt", "unsupported format version 99 (this build reads versions 1 to 2)");
   expect_load_error(g_ref_dir + "/bad_format.pt", "not a Batmobile model");
   expect_load_error(g_ref_dir + "/bad_units.pt", "units 'real'");
   expect_load_error(g_ref_dir + "/missing_tensor.pt", "missing tensor 'layers.1.mix.Wo2'");
@@ -857,6 +858,65 @@ TEST(ModelLoader, Errors) {
   EXPECT_EQ(mf.hyper.species, (std::vector<std::string>{"O", "H"}));
   EXPECT_EQ(map_species(mf.hyper, {"H", "NULL", "O"}), (std::vector<int>{1, -1, 0}));
   EXPECT_THROW(map_species(mf.hyper, {"O", "C"}), std::runtime_error);
+}
+
+// The model checksum (docs/model.md "Model checksum"): version 2 covers the header and the tensors, version 1 the
+// tensors alone (or nothing). The fixtures come from make_reference.py, whose contract writer computes the checksum
+// independently of batmobile.export; model_pyexport.pt is the package exporter's.
+TEST(ModelLoader, Checksum) {
+  ModelFile mf = load();
+  EXPECT_EQ(mf.hyper.version, 2);
+  EXPECT_EQ(mf.checksum, ChecksumState::kVerified);
+  EXPECT_EQ(mf.model_sha256.size(), 64u);
+  ModelFile py = load("model_pyexport.pt");
+  EXPECT_EQ(py.checksum, ChecksumState::kVerified);
+  // the Python package and this build take their version from the same VERSION file
+  EXPECT_EQ(py.hyper.batmobile_version, std::string(package_version()));
+  EXPECT_NE(std::string(package_version()), "unknown");
+  EXPECT_EQ(mf.hyper.batmobile_version, "");  // the contract writer records none
+  // a hand-edited header (checksum member unchanged): species order swapped, cutoff changed; a flipped weight bit
+  const std::string altered = "the header (species, cutoff, hyperparameters) or the weights were altered or "
+                              "corrupted after export; re-export the model file";
+  expect_load_error(g_ref_dir + "/header_species_swapped.pt", "the model checksum does not match (stored sha256:");
+  expect_load_error(g_ref_dir + "/header_species_swapped.pt", altered);
+  expect_load_error(g_ref_dir + "/header_cutoff_altered.pt", altered);
+  expect_load_error(g_ref_dir + "/weights_flipped.pt", altered);
+  expect_load_error(g_ref_dir + "/v2_no_checksum.pt", "does not end with its checksum member");
+  // version 1: loads; the checksum, where there is one, covers the tensors alone (pair_coeff warns)
+  ModelFile v1 = load("v1_checksum.pt");
+  EXPECT_EQ(v1.hyper.version, 1);
+  EXPECT_EQ(v1.checksum, ChecksumState::kWeightsVerified);
+  EXPECT_EQ(v1.hyper.species, mf.hyper.species);
+  EXPECT_EQ(load("v1_no_checksum.pt").checksum, ChecksumState::kAbsent);
+}
+
+// The checksum's byte stream, against hashlib.sha256 in Python over the same bytes:
+// b'8\n{"a": 1}' + b'b\nint64\n[1]\n' + pack('<q', 7) + b'x\nfloat64\n[1]\n' + pack('<d', 1.5).
+TEST(ModelLoader, ChecksumDefinition) {
+  auto raw = [](const std::string& name, const std::string& dtype, const void* p, size_t n) {
+    RawTensor t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = {1};
+    const auto* b = static_cast<const unsigned char*>(p);
+    t.bytes.assign(b, b + n);  // (the test hosts are little-endian)
+    return t;
+  };
+  const double x = 1.5;
+  const int64_t b = 7;
+  const std::vector<RawTensor> tensors = {raw("x", "float64", &x, 8), raw("b", "int64", &b, 8)};
+  EXPECT_EQ(model_checksum("{\"a\": 1}", tensors), "492467c2c7ac15b38d0f3b1142425db4f85558895ced85e1552a2e4bdccb58a6");
+  EXPECT_EQ(tensors_checksum(tensors), "b05f7c85c86dde9d6cd64f69b791b805222a5f41939e3de23b4709f44ef1f31f");
+  const std::string hex(64, 'a');
+  std::string canonical, got;
+  ASSERT_TRUE(split_header("{\"a\": 1, \"checksum\": \"sha256:" + hex + "\"}", &canonical, &got));
+  EXPECT_EQ(canonical, "{\"a\": 1}");
+  EXPECT_EQ(got, hex);
+  // not the last member, upper-case digits, a digit short, other spacing: no checksum member
+  EXPECT_FALSE(split_header("{\"checksum\": \"sha256:" + hex + "\", \"a\": 1}", &canonical, &got));
+  EXPECT_FALSE(split_header("{\"a\": 1, \"checksum\": \"sha256:" + std::string(64, 'A') + "\"}", &canonical, &got));
+  EXPECT_FALSE(split_header("{\"a\": 1, \"checksum\": \"sha256:" + hex.substr(1) + "\"}", &canonical, &got));
+  EXPECT_FALSE(split_header("{\"a\": 1,\"checksum\":\"sha256:" + hex + "\"}", &canonical, &got));
 }
 
 int main(int argc, char** argv) {
