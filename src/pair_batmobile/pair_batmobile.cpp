@@ -147,7 +147,7 @@ void PairBatmobile::reset_settings()
 {
   kernels_choice = -1;
   device_cuda = false;
-  committee->reset_settings();
+  committee->reset_settings(style_label());
 }
 
 int PairBatmobile::keyword_choice(int narg, char **arg, const std::vector<std::string> &values)
@@ -184,15 +184,7 @@ void PairBatmobile::load_model(const std::string &path)
   } catch (const std::exception &e) {
     error->all(FLERR, "pair_coeff {}: {}", style_label(), e.what());
   }
-  if (comm->me == 0) {
-    if (mf.checksum == batmobile::ChecksumState::kVerified)
-      utils::logmesg(lmp, "pair_coeff {}: model file '{}': weights checksum verified (sha256 {})\n", style_label(),
-                     path, mf.tensors_sha256.substr(0, 16));
-    else
-      error->warning(FLERR, "pair_coeff {}: model file '{}' carries no weights checksum, so corrupted weights would "
-                     "go unnoticed; add one with: python -m batmobile.export --add-checksum {} NEW.pt",
-                     style_label(), path, path);
-  }
+  report_model_file(mf, "model file");
   model_path = path;
   r_c = mf.hyper.r_c;
   min_distance = mf.hyper.min_distance;
@@ -205,6 +197,40 @@ void PairBatmobile::load_model(const std::string &path)
     error->all(FLERR, "pair_coeff {}: cannot set up the model from '{}': {}", style_label(), path, e.what());
   }
   type_species.assign(atom->ntypes + 1, -1);
+}
+
+void PairBatmobile::report_model_file(const batmobile::ModelFile &mf, const char *role)
+{
+  if (comm->me != 0) return;
+  std::string checked;
+  switch (mf.checksum) {
+    case batmobile::ChecksumState::kVerified:
+      checked = "model checksum verified (header and weights, sha256 " + mf.model_sha256.substr(0, 16) + ")";
+      break;
+    case batmobile::ChecksumState::kWeightsVerified:
+      checked = "weights checksum verified (sha256 " + mf.tensors_sha256.substr(0, 16) + "), header not covered";
+      break;
+    default:
+      checked = "no checksum";
+  }
+  std::string species;
+  for (const auto &s : mf.hyper.species) species += (species.empty() ? "" : " ") + s;
+  utils::logmesg(lmp,
+                 "pair_coeff {}: {} '{}': {}; format version {}, written by batmobile {}; species {}, cutoff {} A\n",
+                 style_label(), role, mf.path, checked, mf.hyper.version,
+                 mf.hyper.batmobile_version.empty() ? "(version not recorded)" : mf.hyper.batmobile_version, species,
+                 mf.hyper.r_c);
+  if (mf.hyper.version < batmobile::kFormatVersion)
+    error->warning(FLERR, "pair_coeff {}: {} '{}' is in model format version {}, {}, so {} would go unnoticed; upgrade "
+                   "it with: python -m batmobile.export --upgrade {} NEW.pt", style_label(), role, mf.path,
+                   mf.hyper.version,
+                   mf.checksum == batmobile::ChecksumState::kWeightsVerified
+                       ? "whose checksum covers the weights but not the header (species, cutoff, hyperparameters)"
+                       : "without a checksum",
+                   mf.checksum == batmobile::ChecksumState::kWeightsVerified
+                       ? "an altered header"
+                       : "corrupted weights or an altered header",
+                   mf.path);
 }
 
 void PairBatmobile::build_models(const batmobile::ModelFile &mf)
@@ -245,6 +271,7 @@ void PairBatmobile::load_members(const std::vector<std::string> &paths)
     } catch (const std::exception &e) {
       error->all(FLERR, "pair_coeff {}: committee member '{}': {}", style_label(), path, e.what());
     }
+    report_model_file(mf, "committee member");
     if (mf.hyper.species != hyper.species)
       error->all(FLERR, "pair_coeff {}: committee member '{}' has species {} but the first model '{}' has {}; the "
                  "members of a committee must share their species and their order", style_label(), path,
@@ -326,16 +353,17 @@ void PairBatmobile::init_style()
 
 void PairBatmobile::check_settings()
 {
-  if (model_path.empty()) error->all(FLERR, "pair_style batmobile: pair_coeff has not been given");
+  if (model_path.empty()) error->all(FLERR, "pair_style {}: pair_coeff has not been given", style_label());
   if (strcmp(update->unit_style, "metal") != 0)
-    error->all(FLERR, "pair_style batmobile needs 'units metal' (the model is in eV and Angstrom), got units {}",
-               update->unit_style);
+    error->all(FLERR, "pair_style {} needs 'units metal' (the model is in eV and Angstrom), got units {}",
+               style_label(), update->unit_style);
   if (force->newton_pair == 0 && !newton_off_ok())
-    error->all(FLERR, "pair_style batmobile needs 'newton on' (batmobile/kk also runs with newton off on one MPI "
-               "rank with ghost_comm device and kernels fused, the defaults, where the model folds the periodic "
-               "images' forces itself)");
-  if (atom->tag_enable == 0) error->all(FLERR, "pair_style batmobile needs atom IDs");
+    error->all(FLERR, "pair_style {} needs 'newton on' ({} with newton off on one MPI rank with ghost_comm device "
+               "and kernels fused, the defaults, where the model folds the periodic images' forces itself)",
+               style_label(), has_device_keyword() ? "batmobile/kk also runs" : "it runs");
+  if (atom->tag_enable == 0) error->all(FLERR, "pair_style {} needs atom IDs", style_label());
   check_box();
+  committee->init(style_label());
   // Under pair_style hybrid the top-level style took its comm sizes at pair_style time, before pair_coeff
   // told us K*C; Comm::init sizes the buffers from the top-level style, which comes after this.
   if (force->pair && force->pair != this) {
@@ -363,8 +391,8 @@ void PairBatmobile::check_box()
   const int periodic[3] = {domain->xperiodic, domain->yperiodic, domain->zperiodic};
   for (int d = 0; d < 3; ++d)
     if (periodic[d] && thick[d] < r_c)
-      error->all(FLERR, "pair_style batmobile: periodic box thickness {:.4f} A along {} is thinner than the model "
-                 "cutoff {:.4f} A; replicate the system", thick[d], "xyz"[d], r_c);
+      error->all(FLERR, "pair_style {}: periodic box thickness {:.4f} A along {} is thinner than the model "
+                 "cutoff {:.4f} A; replicate the system", style_label(), thick[d], "xyz"[d], r_c);
 }
 
 void PairBatmobile::compute(int eflag, int vflag)
@@ -373,7 +401,7 @@ void PairBatmobile::compute(int eflag, int vflag)
   if (domain->box_change) check_box();
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
   if (device_cuda != static_cast<bool>(device))
-    error->all(FLERR, "pair_style batmobile: 'device' changed after pair_coeff; give pair_coeff again");
+    error->all(FLERR, "pair_style {}: 'device' changed after pair_coeff; give pair_coeff again", style_label());
   if (device) {
     compute_device(nlocal, nall);
     return;
@@ -425,8 +453,9 @@ void PairBatmobile::compute(int eflag, int vflag)
   if (any_too_close) {
     double all_closest = closest;
     MPI_Allreduce(&closest, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
-    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
-               "the model's training data ({:.4f} A); the model is not valid there", all_closest, min_distance);
+    error->all(FLERR, "pair_style {}: atoms at distance {:.4f} A, closer than half the smallest distance in "
+               "the model's training data ({:.4f} A); the model is not valid there", style_label(), all_closest,
+               min_distance);
   }
   for (int i = 0; i < nlocal; ++i) I.count[i + 1] += I.count[i];
   const int n_edges = I.count[nlocal];
@@ -450,8 +479,8 @@ void PairBatmobile::compute(int eflag, int vflag)
 
   const bool committee_due = committee->due(update->ntimestep);
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
-                            nlocal, nall, error, "batmobile");
-  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile", launch_settings());
+                            nlocal, nall, error, style_label());
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, style_label(), launch_settings());
   auto &res = I.results;
   if (committee_due) committee_step(nlocal, nall);
 

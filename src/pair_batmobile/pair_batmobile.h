@@ -89,6 +89,9 @@ class PairBatmobile : public Pair {
   // newton off is valid where the model itself puts every ghost's terms on its owner (nothing for LAMMPS to fold)
   virtual bool newton_off_ok() const { return false; }
   void load_model(const std::string &path);
+  // The model line of the log (rank 0): what the checksum covered, format version, the Batmobile that wrote the file,
+  // species and cutoff; a warning for a format-version-1 file. role: "model file" or "committee member".
+  void report_model_file(const batmobile::ModelFile &file, const char *role);
   // Builds the evaluators from the file (host models here; the KOKKOS variant builds them on its device).
   virtual void build_models(const batmobile::ModelFile &file);
   // The committee's further members (same species and cutoff as the first model, checked before).

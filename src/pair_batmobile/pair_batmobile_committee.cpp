@@ -2,6 +2,8 @@
 // pair_batmobile_committee.h.
 #include "pair_batmobile_committee.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "atom.h"
@@ -32,12 +34,14 @@ int BatmobileCommittee::settings_keyword(int narg, char **arg, const char *style
       fclose(fp_);
       fp_ = nullptr;
     }
+    check_file(false);
   }
   return 2;
 }
 
-void BatmobileCommittee::reset_settings()
+void BatmobileCommittee::reset_settings(const char *style)
 {
+  style_ = style;
   out_freq_ = 100;
   if (out_file_ != "model_devi.out" && fp_) {
     fclose(fp_);
@@ -53,14 +57,53 @@ std::string BatmobileCommittee::settings_line() const
                      out_file_);
 }
 
+void BatmobileCommittee::init(const char *style)
+{
+  style_ = style;
+  if (active()) check_file(true);
+}
+
+void BatmobileCommittee::check_file(bool open)
+{
+  // rank 0 writes the file: it decides, and every rank stops with the same message
+  std::string problem;
+  if (comm->me == 0 && !fp_) {
+    const size_t slash = out_file_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out_file_.substr(0, slash);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0)
+      problem = fmt::format("out_file '{}': its directory '{}' does not exist ({}); create it first", out_file_, dir,
+                            utils::getsyserror());
+    else if (!S_ISDIR(st.st_mode))
+      problem = fmt::format("out_file '{}': '{}' is not a directory", out_file_, dir);
+    else if (open && !try_open())
+      problem = fmt::format("out_file '{}': cannot open the model-deviation file for writing: {}", out_file_,
+                            utils::getsyserror());
+  }
+  int length = static_cast<int>(problem.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, world);
+  if (length == 0) return;
+  problem.resize(length);
+  MPI_Bcast(&problem[0], length, MPI_CHAR, 0, world);
+  error->all(FLERR, "pair_style {}: {}", style_, problem);
+}
+
 void BatmobileCommittee::open_file()
 {
   if (fp_ || comm->me != 0) return;
+  // (init() has opened it already; this is for a file closed since, by a later out_file keyword)
+  if (!try_open())
+    error->one(FLERR, "pair_style {}: cannot open the model-deviation file '{}': {}", style_, out_file_,
+               utils::getsyserror());
+}
+
+bool BatmobileCommittee::try_open()
+{
   fp_ = fopen(out_file_.c_str(), "w");
-  if (!fp_) error->one(FLERR, "pair_style batmobile: cannot open the model-deviation file '{}': {}", out_file_,
-                       utils::getsyserror());
+  if (!fp_) return false;
   fmt::print(fp_, "#{:>11} {:>18} {:>18} {:>18} {:>18} {:>18} {:>18}\n", "step", "max_devi_v", "min_devi_v",
              "avg_devi_v", "max_devi_f", "min_devi_f", "avg_devi_f");
+  return true;
 }
 
 double *BatmobileCommittee::per_atom_property()
@@ -69,8 +112,8 @@ double *BatmobileCommittee::per_atom_property()
   const int index = atom->find_custom("batmobile_devi_f", flag, cols);
   if (index < 0) return nullptr;
   if (flag != 1 || cols != 0)
-    error->all(FLERR, "pair_style batmobile: the per-atom property batmobile_devi_f must be a floating-point vector: "
-               "fix ID all property/atom d_batmobile_devi_f");
+    error->all(FLERR, "pair_style {}: the per-atom property batmobile_devi_f must be a floating-point vector: "
+               "fix ID all property/atom d_batmobile_devi_f", style_);
   return atom->dvector[index];
 }
 

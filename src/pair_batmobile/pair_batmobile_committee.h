@@ -21,9 +21,14 @@ class BatmobileCommittee : protected Pointers {
   explicit BatmobileCommittee(LAMMPS *lmp) : Pointers(lmp) {}
   ~BatmobileCommittee() override;
 
-  // pair_style keywords out_freq N / out_file FILE: words taken from arg[0..narg) (0: not one of them)
+  // pair_style keywords out_freq N / out_file FILE: words taken from arg[0..narg) (0: not one of them). out_file in
+  // a directory that does not exist stops here (on every rank).
   int settings_keyword(int narg, char **arg, const char *style);
-  void reset_settings();  // out_freq and out_file back to their defaults
+  // out_freq and out_file back to their defaults; style: the pair style's name in messages
+  void reset_settings(const char *style);
+  // At init_style (collective): an active committee opens its out_file on rank 0, so that a file that cannot be
+  // written stops the run before it starts, on every rank.
+  void init(const char *style);
   // the member files (after the first model) of pair_coeff; empty: no committee
   void set_members(const std::vector<std::string> &paths) { member_paths_ = paths; }
   const std::vector<std::string> &member_paths() const { return member_paths_; }
@@ -44,8 +49,13 @@ class BatmobileCommittee : protected Pointers {
   std::vector<std::string> member_paths_;
   int out_freq_ = 100;
   std::string out_file_ = "model_devi.out";
+  std::string style_ = "batmobile";
   FILE *fp_ = nullptr;
   void open_file();
+  bool try_open();  // rank 0: opens out_file and writes its column header; false (errno set) if it cannot
+  // Stops on every rank (error->all) where rank 0 finds the directory of out_file missing (or not a directory), or,
+  // with `open`, cannot open out_file for writing. Collective.
+  void check_file(bool open);
   double *per_atom_property();
 };
 

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "lammps.h"
 #include "model/model.hpp"
+#include "model/version.hpp"
 #include "utils.h"
 
 namespace LAMMPS_NS {
@@ -200,7 +201,8 @@ void collect_committee(ImplT &I, bool single_precision, int K, int nall, const S
 }
 
 // Logs once per run (rank 0, for its own atoms; init_style re-arms `logged`) the style's settings in effect and how
-// the model's edge kernels launch (Model::launch_summary): "pair_style <name>: <settings>; <launch summary>".
+// the model's edge kernels launch (Model::launch_summary):
+// "pair_style <name>: <settings>; batmobile <version>; <launch summary>".
 template <class ImplT>
 void log_launch_once(ImplT &I, bool single_precision, int nlocal, LAMMPS *lmp, bool &logged, const char *style_name,
                      const std::string &settings)
@@ -210,7 +212,8 @@ void log_launch_once(ImplT &I, bool single_precision, int nlocal, LAMMPS *lmp, b
   if (lmp->comm->me != 0) return;
   const std::string line =
       with_model(I, single_precision, [&](auto *model, auto &) { return model->launch_summary(nlocal); });
-  utils::logmesg(lmp, std::string("pair_style ") + style_name + ": " + settings + "; " + line + "\n");
+  utils::logmesg(lmp, std::string("pair_style ") + style_name + ": " + settings + "; batmobile " +
+                          batmobile::package_version() + "; " + line + "\n");
 }
 
 }    // namespace batmobile_pair

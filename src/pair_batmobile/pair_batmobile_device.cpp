@@ -204,16 +204,16 @@ void PairBatmobile::compute_device(int nlocal, int nall)
 
   const bool committee_due = committee->due(update->ntimestep);
   batmobile_pair::run_model(D, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
-                            nlocal, nall, error, "batmobile");
-  batmobile_pair::log_launch_once(D, single_precision, nlocal, lmp, launch_logged, "batmobile", launch_settings());
+                            nlocal, nall, error, style_label());
+  batmobile_pair::log_launch_once(D, single_precision, nlocal, lmp, launch_logged, style_label(), launch_settings());
   Kokkos::deep_copy(rows(D.f_host, nall), rows(D.results.f, nall));
   auto stats = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), D.stats);
   double closest = nlocal > 0 ? stats(0) : 1e300, all_closest = closest;
   MPI_Allreduce(&closest, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
   if (all_closest < 0.25 * min_distance * min_distance)
-    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A, closer than half the smallest distance in "
-               "the model's training data ({:.4f} A); the model is not valid there", std::sqrt(all_closest),
-               min_distance);
+    error->all(FLERR, "pair_style {}: atoms at distance {:.4f} A, closer than half the smallest distance in "
+               "the model's training data ({:.4f} A); the model is not valid there", style_label(),
+               std::sqrt(all_closest), min_distance);
   if (committee_due) committee_step_on_device(nlocal, nall);
 
   double **f = atom->f;

@@ -375,9 +375,9 @@ void PairBatmobileKokkos<DeviceType>::compute(int eflag, int vflag)
     I.results.add_forces = true;
   }
   batmobile_pair::run_model(I, single_precision, eflag_global, vflag_global || committee_due, eflag_atom, vflag_atom,
-                            nlocal, nall, error, "batmobile/kk");
+                            nlocal, nall, error, style_label());
   if (committee_due) committee_step_device(nlocal, nall);
-  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, "batmobile/kk", launch_settings());
+  batmobile_pair::log_launch_once(I, single_precision, nlocal, lmp, launch_logged, style_label(), launch_settings());
   // where the host has waited for the GPU anyway (the energy or virial sums), or the run ends, check this step now
   if (I.stats_readback.pending() && (eflag_global || vflag_global || update->ntimestep >= update->laststep))
     check_closest(I.closest_of(I.stats_readback.take()), I.stats_step);
@@ -510,8 +510,8 @@ void PairBatmobileKokkos<DeviceType>::check_closest(double closest_sq, bigint st
   double all_closest = closest_sq;
   MPI_Allreduce(&closest_sq, &all_closest, 1, MPI_DOUBLE, MPI_MIN, world);
   if (all_closest < 0.25 * min_distance * min_distance)
-    error->all(FLERR, "pair_style batmobile: atoms at distance {:.4f} A at step {}, closer than half the smallest "
-               "distance in the model's training data ({:.4f} A); the model is not valid there",
+    error->all(FLERR, "pair_style {}: atoms at distance {:.4f} A at step {}, closer than half the smallest "
+               "distance in the model's training data ({:.4f} A); the model is not valid there", style_label(),
                std::sqrt(all_closest), step, min_distance);
 }
 

@@ -11,8 +11,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "model"))
 import make_reference as mr  # noqa: E402  (tests/model/make_reference.py: model, exporter, reference)
-import torch  # noqa: E402
-from batmobile.export import add_checksum  # noqa: E402
+from batmobile.export import upgrade  # noqa: E402
 
 # the copy in the example folder (also present on machines without /work/shared)
 WATER = os.path.join(HERE, "..", "..", "..", "examples", "lammps_inputs", "water216", "water216_start.lmp")
@@ -53,26 +52,20 @@ def write_data(path, pos, types, cell, title):
             f.write(f"{i + 1} {t} {p[0]:.17g} {p[1]:.17g} {p[2]:.17g}\n")
 
 
-def flip_weight_bit(path, out, name="layers.0.mix.Wm0"):
-    """A copy of the model file with the lowest mantissa bit of one value of tensor `name` flipped (still finite and
-    of the right shape, only the checksum tells): torch.jit.save stores tensor data uncompressed, so the tensor's
-    bytes occur verbatim in the archive."""
-    data = dict(torch.jit.load(path).named_buffers())[name].contiguous().numpy().tobytes()
-    blob = bytearray(open(path, "rb").read())
-    if blob.count(data) != 1:
-        raise RuntimeError(f"{path}: the bytes of {name} do not occur exactly once")
-    blob[blob.find(data) + 8 * 3] ^= 1
-    with open(out, "wb") as f:
-        f.write(bytes(blob))
-
-
 def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     model = mr.make_model()
-    # the test model with the weights checksum; without it, as older exporters wrote it; with one bit flipped
-    mr.export_contract(model, os.path.join(outdir, "model_no_checksum.pt"))
-    add_checksum(os.path.join(outdir, "model_no_checksum.pt"), os.path.join(outdir, "model.pt"))
-    flip_weight_bit(os.path.join(outdir, "model.pt"), os.path.join(outdir, "model_flipped.pt"))
+    # the test model in format version 1, as older exporters wrote it: without a checksum, with the tensors-only one
+    # (and one weight bit flipped); upgraded by batmobile.export to version 2 (checksum over header and tensors), so
+    # that "verified" means the C++ loader computes Python's checksum; version 2 with one weight bit flipped and with
+    # the species order swapped in the header (the checksum member unchanged)
+    out = lambda name: os.path.join(outdir, name)  # noqa: E731
+    mr.export_contract(model, out("model_no_checksum.pt"), version=1)
+    mr.export_contract(model, out("model_v1.pt"), version=1, v1_checksum=True)
+    mr.flip_weight_bit(out("model_v1.pt"), out("model_v1_flipped.pt"))
+    upgrade(out("model_v1.pt"), out("model.pt"))
+    mr.flip_weight_bit(out("model.pt"), out("model_flipped.pt"))
+    mr.alter_header(out("model.pt"), out("model_species_swapped.pt"), lambda h: h.update(species=h["species"][::-1]))
     mr.export_contract(model, os.path.join(outdir, "bad_version.pt"), {"version": 99})
     with open(os.path.join(outdir, "model.pt"), "rb") as f:
         blob = f.read()

@@ -23,8 +23,10 @@ Tests:
   errors              every bad input stops with its documented message (pair_coeff, pair_style keywords, ...)
   keywords            batmobile/kk's distance_check, mpi_buffers (2 ranks) and graph_team: same results whatever
                       their value, and the launch line echoes every setting in effect
-  checksum            the model file's weights checksum: verified (logged), absent (a warning, runs), one flipped
-                      weight bit (pair_coeff stops), for batmobile and batmobile/kk
+  checksum            the model file's checksum: format version 2 verified over header and weights (logged with the
+                      Batmobile version that wrote it); version 1 with the weights-only checksum or none (a warning,
+                      runs); one flipped weight bit or the species order swapped in the header (pair_coeff stops),
+                      for batmobile and batmobile/kk
   nve                 short NVE run of the water box; reports the energy drift
   slab [kk]           water slab with vacuum on 4 ranks (empty ranks join the feature exchange) vs reference;
                       kk: batmobile/kk through its device swap exchange
@@ -43,6 +45,8 @@ import numpy as np
 SKIP = 77
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 NKTV2P = 1.6021765e6  # metal units: eV/A^3 -> bar
+with open(os.path.join(REPO, "VERSION")) as _f:
+    VERSION = _f.read().strip()  # the Batmobile version the styles were built as (the launch line says it)
 
 
 def skip(msg):
@@ -466,8 +470,8 @@ def default_settings(env, kk, gpu, precision=None, kernels=None, device=None):
 def check_launch_line(log, style, reference, gpu, settings):
     """The style logs once per run its settings in effect and how its edge kernels launch (Model::launch_summary):
     "pair_style <style>: precision P, kernels K[, device D][, ghost_comm G, distance_check D, mpi_buffers M, graph_team N];
-    <launch summary>", one line for this run 0, fused kernels per layer unless the reference ones were asked for;
-    more than one thread per atom only on a GPU. settings: {keyword: value} the line must show."""
+    batmobile <VERSION>; <launch summary>", one line for this run 0, fused kernels per layer unless the reference ones
+    were asked for; more than one thread per atom only on a GPU. settings: {keyword: value} the line must show."""
     lines = [ln for ln in log.splitlines() if ln.startswith(f"pair_style {style}: ")]
     if len(lines) != 1:
         print(f"  expected one launch line of pair_style {style}, got {len(lines)}")
@@ -479,6 +483,9 @@ def check_launch_line(log, style, reference, gpu, settings):
                                        if style == "batmobile/kk" else ["device"])
     if list(shown) != keys or any(shown[k] != v for k, v in settings.items()):
         print(f"  launch line settings WRONG: {head!r}, expected {keys} with {settings}")
+        return False
+    if line.split("; ")[1] != f"batmobile {VERSION}":
+        print(f"  launch line does not name batmobile {VERSION} after the settings: {line!r}")
         return False
     if reference:
         ok = line.endswith("reference edge kernels (per-edge arrays)")
@@ -826,8 +833,16 @@ def test_errors(env):
         # batmobile/kk with the closest-distance check deferred (the GPU default): still an error, at the step
         script = base_script(env, data="water_close.data", keywords="distance_check deferred") + "run 0\n"
         rc, out, _ = run_lmp(env, script, expect_fail=True, **kk)
-        ok &= stopped_with("too close, kk", rc, out, "closer than half the smallest", "at step 0")
+        ok &= stopped_with("too close, kk", rc, out, "pair_style batmobile/kk: atoms at distance",
+                           "closer than half the smallest", "at step 0")
+        # the shared checks name the style that stops, batmobile/kk
         kk_cases = [
+            ("units real, kk", base_script(env).replace("units metal", "units real") + "run 0\n",
+             "pair_style batmobile/kk needs 'units metal'"),
+            ("thin box, kk", base_script(env, data="thin.data") + "run 0\n",
+             "pair_style batmobile/kk: periodic box thickness", "thinner than the model cutoff"),
+            ("unknown species, kk", base_script(env, species="O C"),
+             "pair_coeff batmobile/kk: species 'C' is not in the model"),
             ("pair_coeff 1 1, kk", base_script(env).replace(coeff, f"pair_coeff 1 1 {model} O H"),
              "pair_coeff batmobile/kk: one model covers all type pairs: " + usage),
             ("bad distance_check", base_script(env, keywords="distance_check sometimes"),
@@ -869,10 +884,13 @@ def test_errors(env):
 
 
 def test_checksum(env):
-    """The weights checksum at pair_coeff (make_lammps_reference.py writes the three files; the checksum of model.pt
-    is Python's, so "verified" means the C++ loader computes the same): model.pt verified and logged;
-    model_no_checksum.pt (as older exporters wrote) runs with one warning and the same results; model_flipped.pt
-    (one weight bit flipped) stops at pair_coeff naming the file. For batmobile and batmobile/kk."""
+    """The model checksum at pair_coeff (make_lammps_reference.py writes the files; model.pt's checksum is Python's,
+    so "verified" means the C++ loader computes the same): model.pt (format version 2) verified over header and
+    weights and logged with its format version and the Batmobile that wrote it; model_v1.pt (version 1, weights-only
+    checksum) and model_no_checksum.pt (version 1, none) run with one warning each and the same results;
+    model_flipped.pt (one weight bit flipped) and model_species_swapped.pt (species order swapped in the header,
+    checksum unchanged) stop at pair_coeff naming the file, as does model_v1_flipped.pt. For batmobile and
+    batmobile/kk."""
     styles = [("batmobile", {})]
     if env.has_style("batmobile/kk"):
         styles.append(("batmobile/kk", dict(kokkos=True, threads=2)))
@@ -880,26 +898,40 @@ def test_checksum(env):
     for style, kw in styles:
         path = os.path.join(env.ref, "model.pt")
         good = observe(env, style=style, **kw)
-        line = f"pair_coeff {style}: model file '{path}': weights checksum verified (sha256 "
-        seen = line in good["log"] and "WARNING: pair_coeff" not in good["log"]
+        line = f"pair_coeff {style}: model file '{path}': model checksum verified (header and weights, sha256 "
+        tail = f"); format version 2, written by batmobile {VERSION}; species O H, cutoff "
+        seen = line in good["log"] and tail in good["log"] and "WARNING: pair_coeff" not in good["log"]
         print(f"  {style} model.pt: {'checksum verified, no warning' if seen else 'NO verified line'}")
         ok &= seen
-        old = observe(env, style=style, model="model_no_checksum.pt", **kw)
-        old_path = os.path.join(env.ref, "model_no_checksum.pt")
-        warning = (f"WARNING: pair_coeff {style}: model file '{old_path}' carries no weights checksum, so corrupted "
-                   f"weights would go unnoticed; add one with: python -m batmobile.export --add-checksum {old_path} "
-                   f"NEW.pt")
-        warned = old["log"].count(warning) == 1 and "checksum verified" not in old["log"]
-        print(f"  {style} model_no_checksum.pt: {'one warning' if warned else 'NO (single) warning'}")
-        ok &= warned and same_results(env, f"{style} without checksum vs with", old, good)
-        flipped = os.path.join(env.ref, "model_flipped.pt")
-        rc, out, _ = run_lmp(env, base_script(env, style=style, model="model_flipped.pt"), expect_fail=True, **kw)
-        ok &= stopped_with(f"{style} flipped bit", rc, out,
-                           f"ERROR: pair_coeff {style}: Batmobile model file '{flipped}': the weights do not match "
+        upgrade = "so {} would go unnoticed; upgrade it with: python -m batmobile.export --upgrade {} NEW.pt"
+        for name, covered, unnoticed, logged in (
+                ("model_v1.pt", "whose checksum covers the weights but not the header (species, cutoff, "
+                 "hyperparameters)", "an altered header", "weights checksum verified (sha256 "),
+                ("model_no_checksum.pt", "without a checksum", "corrupted weights or an altered header",
+                 "no checksum; format version 1, written by batmobile (version not recorded)")):
+            old = observe(env, style=style, model=name, **kw)
+            old_path = os.path.join(env.ref, name)
+            warning = (f"WARNING: pair_coeff {style}: model file '{old_path}' is in model format version 1, "
+                       f"{covered}, " + upgrade.format(unnoticed, old_path))
+            warned = old["log"].count(warning) == 1 and logged in old["log"] and "header and weights" not in old["log"]
+            print(f"  {style} {name}: {'one warning' if warned else 'NO (single) warning'}")
+            ok &= warned and same_results(env, f"{style} {name} vs model.pt", old, good)
+        altered = ("the header (species, cutoff, hyperparameters) or the weights were altered or corrupted after "
+                   "export; re-export the model file")
+        for name in ("model_flipped.pt", "model_species_swapped.pt"):
+            bad = os.path.join(env.ref, name)
+            rc, out, _ = run_lmp(env, base_script(env, style=style, model=name), expect_fail=True, **kw)
+            ok &= stopped_with(f"{style} {name}", rc, out,
+                               f"ERROR: pair_coeff {style}: Batmobile model file '{bad}': the model checksum does not "
+                               f"match (stored sha256:", altered)
+        bad = os.path.join(env.ref, "model_v1_flipped.pt")
+        rc, out, _ = run_lmp(env, base_script(env, style=style, model="model_v1_flipped.pt"), expect_fail=True, **kw)
+        ok &= stopped_with(f"{style} v1 flipped bit", rc, out,
+                           f"ERROR: pair_coeff {style}: Batmobile model file '{bad}': the weights do not match "
                            f"the file's checksum (stored sha256:", "the weights are corrupted or altered; re-export "
                            "the model file")
     if not ok:
-        fail("weights checksum")
+        fail("model checksum")
     print("PASS")
 
 

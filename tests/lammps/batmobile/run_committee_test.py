@@ -13,11 +13,14 @@ Tests:
   values_device  values with pair_style batmobile device cuda (the styles' CUDA Kokkos) on 1 and 2 ranks
   steps[_kk]   a 6-step NVE run with out_freq 3 writes steps 0, 3, 6 only and follows the first model alone bit for bit
            (to 1e-9 relative with batmobile/kk on a GPU, whose neighbour order changes from run to run)
-  errors   members with other species or another cutoff, a missing or corrupt member, out_freq <= 0 (and batmobile/kk)
+  errors   members with other species or another cutoff, a missing or corrupt member, out_freq <= 0, out_file in a
+           directory that does not exist (a LAMMPS error at pair_style on every rank, no MPI_ABORT) or that cannot be
+           opened (at the start of the run); and batmobile/kk
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -200,6 +203,28 @@ def test_errors(env):
     for name, models, kw, message in cases:
         rc, out, _ = run_lmp(env, script(env, models, keywords=kw, dump_devi=False), expect_fail=True)
         ok &= stopped_with(name, rc, out, message)
+    # out_file in a directory that does not exist: stopped at pair_style, naming the directory, on every rank
+    missing = os.path.join(tmp, "no_such_dir")
+    devi = os.path.join(missing, "devi.out")
+    where = f"out_file '{devi}': its directory '{missing}' does not exist"
+    runs = [("out_file dir", "batmobile", {}), ("out_file dir, 2 ranks", "batmobile", dict(nranks=2))]
+    if env.has_style("batmobile/kk"):
+        runs.append(("out_file dir (kk)", "batmobile/kk", dict(kokkos=True)))
+    for name, style, kw in runs:
+        if kw.get("nranks", 1) > 1 and shutil.which("mpirun") is None:
+            continue
+        rc, out, _ = run_lmp(env, script(env, [ref, ref], keywords=f"out_file {devi}", dump_devi=False),
+                             expect_fail=True, **kw)
+        good = stopped_with(name, rc, out, f"ERROR: pair_style {style}: {where}") and "MPI_ABORT" not in out
+        ok &= good and "Step" not in out and not os.path.exists(missing)
+    # out_file that cannot be opened (here: it is a directory): stopped when the run starts, on every rank
+    for name, kw in (("out_file unwritable", {}), ("out_file unwritable, 2 ranks", dict(nranks=2))):
+        if kw.get("nranks", 1) > 1 and shutil.which("mpirun") is None:
+            continue
+        rc, out, _ = run_lmp(env, script(env, [ref, ref], keywords=f"out_file {tmp}", dump_devi=False),
+                             expect_fail=True, **kw)
+        ok &= stopped_with(name, rc, out, f"ERROR: pair_style batmobile: out_file '{tmp}': cannot open the "
+                           "model-deviation file for writing") and "MPI_ABORT" not in out
     if env.has_style("batmobile/kk"):
         rc, out, _ = run_lmp(env, script(env, [ref, swapped], dump_devi=False), kokkos=True, expect_fail=True)
         ok &= stopped_with("species (kk)", rc, out, "pair_coeff batmobile/kk: committee member")
