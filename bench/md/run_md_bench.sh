@@ -15,8 +15,6 @@
 #   BATMOBILE_MD_FIT     increasing replications rx:ry:rz of the 648-atom box, run until the first failure, to
 #                        bound the largest box that fits on one GPU (e.g. "15:15:15 17:17:17 19:19:19 21:21:21")
 #   LMP_ARGS             LAMMPS accelerator arguments (default: -k on g 1 -sf kk -pk kokkos newton on neigh half)
-#   BATMOBILE_MD_PAIR_EXTRA  more pair_style keywords for every case, commas for spaces (e.g. "graph_team,1": an
-#                        A/B entry of scripts/gpu/ab_runs.sh can then compare keyword values within one build)
 #   BATMOBILE_MD_NEWTON  the input's newton setting: off (default on one rank: batmobile/kk then folds the images'
 #                        forces itself and LAMMPS skips its reverse communication: docs/performance.md) or on (the default with BATMOBILE_MD_RANKS > 1, where off is an error; also
 #                        needed with LMP_ARGS that do not select batmobile/kk)
@@ -34,7 +32,6 @@ for c in $CASES; do  # a malformed case would only show up as a failed run after
 done
 GPU=${BATMOBILE_GPU_INDEX:-${CUDA_VISIBLE_DEVICES:-0}}; GPU=${GPU%%,*}
 CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-240}
-PAIR_EXTRA=(); [ -n "${BATMOBILE_MD_PAIR_EXTRA:-}" ] && PAIR_EXTRA=(-var pair_extra "${BATMOBILE_MD_PAIR_EXTRA//,/ }")
 # BATMOBILE_MD_RANKS=N: N MPI ranks, one GPU each (LAMMPS's domain decomposition; multi-GPU scaling)
 RANKS=${BATMOBILE_MD_RANKS:-1}
 NEWTON=${BATMOBILE_MD_NEWTON:-$([ "$RANKS" -gt 1 ] && echo on || echo off)}
@@ -59,7 +56,7 @@ run_case() {  # run_case ATOMS RX RY RZ STEPS PRECISION WARMUP [RUN]: one LAMMPS
   echo "[md-bench $(date +%T)] $n atoms ($rx x $ry x $rz), $ns steps, $prec"
   timeout "$CASE_TIMEOUT" "${LAUNCH[@]}" "$LMP" "${ACCEL[@]}" -in "$HERE/in.md_bench" -log "$log" -screen none \
      -var data "$DATA" -var pot "$POT" -var rx $rx -var ry $ry -var rz $rz -var nsteps $ns -var nwarm $nwarm \
-     -var prec "$prec" -var newton "$NEWTON" "${PAIR_EXTRA[@]}"
+     -var prec "$prec" -var newton "$NEWTON"
   rc=$?
   kill $mon 2>/dev/null; wait $mon 2>/dev/null
   peak=$(sort -n "$OUT/mem_${tag}.txt" | tail -n1)
