@@ -117,7 +117,7 @@ fi
 if [ "$CASES" != none ]; then
   say "MD benchmark alone on the GPU"
   ( [ -n "$CASES" ] && export BATMOBILE_MD_CASES=$CASES
-    export BATMOBILE_MD_CASE_TIMEOUT=${BATMOBILE_MD_CASE_TIMEOUT:-90}
+    export BATMOBILE_MD_CASE_TIMEOUT=90
     timeout "$(budget 10)" bench/md/run_md_bench.sh "$LMP" "$POT" "$OUT/md" > "$OUT/md_bench.log" 2>&1 ) ||
     { say "MD benchmark incomplete (md_bench.log)"; rc=1; }
   tail -n 4 "$OUT/md_bench.log"

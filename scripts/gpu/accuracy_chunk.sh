@@ -9,7 +9,7 @@ USAGE="usage: accuracy_chunk.sh OUTDIR COMMIT CHUNK_MINUTES E3NN_MINUTES [train 
 OUT=$(mkdir -p "${1:?$USAGE}" && cd "$1" && pwd)
 COMMIT=$2 CHUNK=$3 E3NN_MIN=$4; shift 4
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${BATMOBILE_PYTHON:-python3}
+PY=python3
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 cd "$ROOT"
 TMPDIR_EXPORT=$(mktemp -d)

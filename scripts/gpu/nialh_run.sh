@@ -16,7 +16,7 @@ STAGES=" ${4:-frames train compare} "; stage() { [[ "$STAGES" == *" $1 "* ]]; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd); cd "$ROOT"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-PY=${BATMOBILE_PYTHON:-python3}
+PY=python3
 T0=$(date +%s); say() { echo "[nialh +$(( $(date +%s) - T0 ))s] $*"; }
 pack() { tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"; }
 trap pack EXIT

@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
 # precision mixed on the GPU, in device calls of <= 10 minutes on one warm machine (repo root, .carry/ carried; the
 # LAMMPS build stays in $BATMOBILE_CACHE between calls):
-#   scripts/gpu/precision_gpu.sh check OUTDIR     builds LAMMPS + KOKKOS(CUDA) with the styles; the GPU tests of the
+#   scripts/gpu/precision_gpu.sh MODE [--model FILE] [--call-limit S] [--skip-frames] OUTDIR
+#   MODE check     builds LAMMPS + KOKKOS(CUDA) with the styles; the GPU tests of the
 #       precisions (mixed against double and single; single and double against PyTorch); single and mixed MD runs in
 #       turn at 648, 10,368 and 97,200 atoms (md_ab.txt: run_md_bench.sh's raw lines); the validation frames of data_2
 #       through LAMMPS in double, single and mixed (frames/lammps_frames.json: force and energy RMSE)
-#   scripts/gpu/precision_gpu.sh frames OUTDIR    the validation frames alone; gates OUTDIR: frames beside md
-#   scripts/gpu/precision_gpu.sh md OUTDIR        the MD gates, single and mixed side by side on the GPU: 10,000 NVE
+#       (--skip-frames: not those)
+#   MODE frames    the validation frames alone; gates: frames beside md
+#   MODE md        the MD gates, single and mixed side by side on the GPU: 10,000 NVE
 #       steps each (nve_<prec>/results/nve_summary.json) and 30 ps NVT with the RDF (rdf_<prec>/results/summary.json)
-#   scripts/gpu/precision_gpu.sh rdf OUTDIR       the RDF gate: the full water216 run (10 ps NVT + 50 ps production,
+#   MODE rdf       the RDF gate: the full water216 run (10 ps NVT + 50 ps production,
 #       newton off) in single, then mixed, in /tmp/bm_rdf_<prec>, each stopped cleanly before its share of the call's
-#       limit (BATMOBILE_CALL_LIMIT s, default 560, from the script's start) and continued from its restart file by
+#       limit (--call-limit s, default 560, from the script's start) and continued from its restart file by
 #       the next call on the same warm machine; OUTDIR/rdf_<prec>: logs and results/ (g_OO summary, gOO.png); with them
 #       the GPU test of precision mixed
-#   scripts/gpu/precision_gpu.sh roofline OUTDIR  Nsight Compute counters (FLOP, bytes, instructions, time) of every
+#   MODE roofline  Nsight Compute counters (FLOP, bytes, instructions, time) of every
 #       model kernel of two MD steps at 648 and 97,200 atoms, single and mixed (ncu_<atoms>_<prec>.csv), summarised by
 #       bench/profile/roofline.py into roofline.json
-# The model is potentials/water_fast.pt unless BATMOBILE_MODEL names another. OUTDIR is packed into OUTDIR.tgz.
+# --model: the model (default potentials/water_fast.pt). OUTDIR is packed into OUTDIR.tgz.
 set -uo pipefail
-MODE=${1:?usage: precision_gpu.sh check|frames|md|gates|rdf|roofline OUTDIR}
-OUT=$(mkdir -p "${2:?usage: precision_gpu.sh check|frames|md|gates|rdf|roofline OUTDIR}" && cd "$2" && pwd)
-REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO"
+usage() { echo "usage: precision_gpu.sh check|frames|md|gates|rdf|roofline [--model FILE] [--call-limit S] [--skip-frames] OUTDIR" >&2; exit 2; }
+MODE=${1:-}; shift || true
+[[ $MODE =~ ^(check|frames|md|gates|rdf|roofline)$ ]] || usage
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+MODEL=$REPO/potentials/water_fast.pt; CALL_LIMIT=560; SKIP_FRAMES=0
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --model) MODEL=$(realpath "$2"); shift;; --call-limit) CALL_LIMIT=$2; shift;; --skip-frames) SKIP_FRAMES=1;;
+    *) echo "error: unknown option $1" >&2; usage;;
+  esac
+  shift
+done
+[ $# -eq 1 ] || usage
+[ -f "$MODEL" ] || { echo "error: --model: no such file" >&2; exit 2; }
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+cd "$REPO"
 export BATMOBILE_CACHE=${BATMOBILE_CACHE:-/tmp/batmobile-cache} CMAKE_POLICY_VERSION_MINIMUM=3.5 NVCC_WRAPPER_DEFAULT_ARCH=sm_90
 export PYTHONPATH=$REPO/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-MODEL=${BATMOBILE_MODEL:-$REPO/potentials/water_fast.pt}
 KK=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
 COMMIT=$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 T0=$(date +%s); say() { echo "[precision_gpu $MODE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
@@ -56,7 +70,7 @@ check)
     BATMOBILE_MD_CASE_TIMEOUT=60 timeout 300 bench/md/run_md_bench.sh "$LMP" "$MODEL" "$OUT/md_ab" > "$OUT/md_ab.log" 2>&1
   cp "$OUT/md_ab/md_raw.txt" "$OUT/md_ab.txt" 2>/dev/null
   say "MD single/mixed in turn: $(tr '\n' ';' < "$OUT/md_ab.txt" 2>/dev/null)"
-  [ -n "${BATMOBILE_SKIP_FRAMES:-}" ] && exit 0
+  [ $SKIP_FRAMES = 1 ] && exit 0
   ;&
 frames)
   timeout 150 python3 bench/accuracy/lammps_frames.py --lmp "$LMP" --model "$MODEL" --out "$OUT/frames" \
@@ -91,7 +105,7 @@ rdf)
   export BATMOBILE_DEVICE_NAME="NVIDIA H200"
   for prec in single mixed; do
     run=/tmp/bm_rdf_$prec
-    wall=$(( (${BATMOBILE_CALL_LIMIT:-560} - 40 - ($(date +%s) - T0)) / left )); left=$((left - 1))
+    wall=$(( ($CALL_LIMIT - 40 - ($(date +%s) - T0)) / left )); left=$((left - 1))
     args=(-var prec "$prec" -var newton off -var walltime "$wall" "${KK[@]}")
     if grep -qs "^ *120000 " "$run"/log*.lammps; then
       continue

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Trains the bundled water potential on a GPU machine, exports it and writes its model card.
-#   scripts/gpu/train_gpu.sh OUTDIR [MINUTES] [extra batmobile.train options...]
-# Data: $BATMOBILE_WATER_DATA, else the bundled data/water/dft_train.
+#   scripts/gpu/train_gpu.sh [--data DIR] OUTDIR [MINUTES] [extra batmobile.train options...]
+# Data: --data DIR, else the bundled data/water/dft_train.
 # Writes OUTDIR/{water_fast.pt, water_fast.json, parity_energy.png, parity_forces.png, train_log.txt, checkpoint.pt}.
 set -euo pipefail
-OUT=$(mkdir -p "${1:?usage: train_gpu.sh OUTDIR [MINUTES]}" && cd "$1" && pwd); shift
-MIN=${1:-8}; shift || true
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-DATA=${BATMOBILE_WATER_DATA:-}
-DATA=${DATA:-$ROOT/data/water/dft_train}
-PY=${BATMOBILE_PYTHON:-python3}
+DATA=$ROOT/data/water/dft_train
+[ "${1:-}" = --data ] && { DATA=$(realpath "${2:?--data DIR}"); shift 2; }
+OUT=$(mkdir -p "${1:?usage: train_gpu.sh [--data DIR] OUTDIR [MINUTES]}" && cd "$1" && pwd); shift
+MIN=${1:-8}; shift || true
+PY=python3
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 RUN=$OUT/run
 "$PY" -m batmobile.train --data "$DATA" --out "$RUN" --max-minutes "$MIN" --device auto "$@"
