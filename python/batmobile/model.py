@@ -1,4 +1,4 @@
-"""The Batmobile model in plain PyTorch, implementing docs/model.md (format version 1) exactly.
+"""The Batmobile model in plain PyTorch, implementing docs/model.md (model file format version 2) exactly.
 
 Parameter names (state_dict keys) equal the model-file buffer names, so export/import is a rename-free copy.
 All geometry enters through the edge vectors r_ij = x_j - x_i (receiver i, sender j), which gives forces and the

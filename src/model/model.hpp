@@ -1,4 +1,4 @@
-// The Batmobile model in C++/Kokkos (docs/model.md, format version 1): forward pass and hand-written adjoint.
+// The Batmobile model in C++/Kokkos (docs/model.md, model file format version 2): forward pass and hand-written adjoint.
 // Public header: no libtorch. Weights come from a ModelFile (model_file.hpp; read by the libtorch loader TU).
 //
 // Graph contract: atoms [0, n_local) are receivers (owned atoms), [n_local, n_all) ghosts. Edges are grouped by
