@@ -216,7 +216,7 @@ struct Launch {
   // role): kEmbeddingInput needs h with only l = 0 and leaves gh untouched; kScalarOutput needs gm, go with only l = 0
   // and gives m, o for l = 0 only (0 elsewhere)
   int role = kGeneralLayer;
-  int forward_team = -1;  // the forward kernel's team size where >= 0 (ModelOptions::forward_team), else team_size
+  int forward_team = -1;  // the forward kernel's team size where >= 0 (ModelTuning::forward_team), else team_size
   bool qk_given = false;  // InteractionWork::qk_given set before the forward (on fresh work arrays: an error)
   // the kernels with kernels::BundledDims compiled in (L = kBundledL only; the model must have those dimensions, else
   // the drivers throw)
