@@ -11,7 +11,9 @@ T=3; both trained with force weight 10) on the bundled water training frames (24
 --warmup steps, then times --steps steps of --batch-size frames between two device synchronisations. A step is
 what the training loop does per step: batch assembly and upload, forward, forces by autograd, the loss, its
 gradient (double backward), Adam and the EMA update; progress lines, curve points, validation and checkpoints
-(every N steps) are not in it. frames_per_second = steps x batch size / seconds.
+(every N steps) are not in it. frames_per_second = steps x batch size / seconds. On CUDA two further untimed
+steps run under torch.cuda.set_sync_debug_mode("error"): each result's sync_check says whether the step made a
+synchronising call (an .item(), a copy to pageable memory, ...).
 
 --quick replaces the water frames by synthetic water boxes of 2 and 3 molecules with r_c 3 A (mixed sizes,
 about 10 neighbours per atom) and warms up with one step: it checks that the benchmark runs, its numbers say
@@ -105,6 +107,18 @@ def time_case(model, batch_size, frames, hp, stats, a, device, dtype):
     for _ in range(a.warmup):
         tr.one_step(lr, w_e)
     sync(device)
+    sync_check = None
+    if device.type == "cuda":   # two more steps in which any synchronising call raises
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(2):
+                tr.one_step(lr, w_e)
+            sync_check = "no host sync in the step"
+        except RuntimeError as e:
+            sync_check = "host sync: " + str(e).splitlines()[0]
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        sync(device)
     t0 = time.perf_counter()
     for _ in range(a.steps):
         tr.one_step(lr, w_e)
@@ -114,6 +128,8 @@ def time_case(model, batch_size, frames, hp, stats, a, device, dtype):
     result = {"model": model, "batch_size": batch_size, "frames_per_second": a.steps * batch_size / seconds,
               "steps_per_second": a.steps / seconds, "step_ms": 1e3 * seconds / a.steps, "steps": a.steps,
               "warmup": a.warmup, "T": hp.T, "L": hp.L, "C": hp.C, "mean_loss": loss}
+    if sync_check is not None:
+        result["sync_check"] = sync_check
     if device.type == "cuda":
         result["peak_device_bytes"] = torch.cuda.max_memory_allocated(device)
     return result
