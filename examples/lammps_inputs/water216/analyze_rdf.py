@@ -41,14 +41,16 @@ def read_log(path):
     return temps, timesteps_per_second(text)
 
 
-def dft_frames_goo(data_dir, r_max=6.0, dr=0.02):
-    """g_OO(r) averaged over every DFT frame (periodic cubic boxes, minimum image)."""
+def dft_sets_goo(data_dir, r_max=6.0, dr=0.02):
+    """Per DFT set (data_K/set.NNN, in order): (O-O pair histogram, frame count, sum of N * rho over its frames),
+    periodic cubic boxes, minimum image; and the bin edges. dft_frames_goo sums them; rdf_study's analysis takes
+    one set out at a time for an uncertainty (consecutive frames of a set are correlated)."""
     edges = np.arange(0.0, r_max + dr / 2, dr)
-    hist = np.zeros(len(edges) - 1)
-    n_frames, norm = 0, 0.0
+    sets = []
     for d in sorted(glob.glob(os.path.join(data_dir, "data_*"))):
         types = np.loadtxt(os.path.join(d, "type.raw"), dtype=int)
         for s in sorted(glob.glob(os.path.join(d, "set.*"))):
+            hist, n_frames, norm = np.zeros(len(edges) - 1), 0, 0.0
             coords = np.load(os.path.join(s, "coord.npy")).reshape(-1, len(types), 3)
             boxes = np.load(os.path.join(s, "box.npy")).reshape(-1, 3, 3)
             for x, box in zip(coords, boxes):
@@ -60,9 +62,21 @@ def dft_frames_goo(data_dir, r_max=6.0, dr=0.02):
                 hist += 2 * np.histogram(r, edges)[0]
                 n_frames += 1
                 norm += len(o) * len(o) / np.prod(L)  # N * rho
+            sets.append((hist, n_frames, norm))
+    return sets, edges
+
+
+def goo_from_hist(hist, norm, edges):
+    """(bin centres, g(r)) of an O-O pair histogram normalised by the summed N * rho of its frames."""
     shell = 4.0 / 3.0 * np.pi * (edges[1:] ** 3 - edges[:-1] ** 3)
-    centers = 0.5 * (edges[1:] + edges[:-1])
-    return centers, hist / (shell * norm), n_frames
+    return 0.5 * (edges[1:] + edges[:-1]), hist / (shell * norm)
+
+
+def dft_frames_goo(data_dir, r_max=6.0, dr=0.02):
+    """g_OO(r) averaged over every DFT frame (periodic cubic boxes, minimum image)."""
+    sets, edges = dft_sets_goo(data_dir, r_max, dr)
+    centers, g = goo_from_hist(sum(h for h, _, _ in sets), sum(n for _, _, n in sets), edges)
+    return centers, g, sum(n for _, n, _ in sets)
 
 
 def peak(r, g, lo, hi, find_min=False):
