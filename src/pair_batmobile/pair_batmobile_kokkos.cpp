@@ -290,7 +290,8 @@ template <class DeviceType>
 const char *PairBatmobileKokkos<DeviceType>::settings_usage() const
 {
   return "pair_style batmobile/kk [precision double|single|mixed] [kernels fused|reference] [ghost_comm device|lammps] "
-         "[distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N]";
+         "[distance_check auto|deferred|immediate] [mpi_buffers auto|host] [graph_team auto|N] [out_freq N] "
+         "[out_file FILE]";
 }
 
 // The settings in effect: ghost_comm as this step's exchange took it (comm_style tiled falls back to lammps),

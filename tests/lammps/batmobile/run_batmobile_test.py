@@ -859,7 +859,7 @@ def test_errors(env):
             ("unknown keyword, kk", base_script(env, keywords="speed max"),
              "unknown keyword 'speed' (usage: pair_style batmobile/kk [precision double|single|mixed] [kernels "
              "fused|reference] [ghost_comm device|lammps] [distance_check auto|deferred|immediate] "
-             "[mpi_buffers auto|host] [graph_team auto|N])"),
+             "[mpi_buffers auto|host] [graph_team auto|N] [out_freq N] [out_file FILE])"),
         ]
         if env.vars.get("BACKEND") == "cuda":  # (a GPU's team size limit is 1024 or more)
             kk_cases = [c for c in kk_cases if c[0] != "graph_team too big"]
