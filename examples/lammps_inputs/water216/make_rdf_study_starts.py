@@ -15,16 +15,18 @@ and each molecule is moved rigidly with its oxygen, so O-H bonds and H-O-H angle
 O-O distance grows by 0.145 %. Both starts are equilibrated for 10 ps in NVT before the RDF is sampled.
 
 usage: make_rdf_study_starts.py [--frame data_0/set.000:0] [--data DIR] [--out DIR]
-The frames are read as python/batmobile/data.py reads the DeePMD "npy" format (type_map.raw names the types of
-type.raw; coord.npy and box.npy hold one row per frame); numpy only, so no torch import is needed.
+The frames are read by python/batmobile/data.py (read_deepmd_set; --data defaults to its DEFAULT_ROOT).
 """
 import argparse
 import os
+import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.environ.get("BATMOBILE_WATER_DATA", os.path.join(HERE, "..", "..", "..", "data", "water", "dft_train"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "python"))
+from batmobile.data import DEFAULT_ROOT, read_deepmd_set  # noqa: E402
+
 MASS = {"O": 15.9994, "H": 1.00794}
 TYPE = {"O": 1, "H": 2}  # LAMMPS types of every water input here: 1 = O, 2 = H
 
@@ -32,15 +34,11 @@ TYPE = {"O": 1, "H": 2}  # LAMMPS types of every water input here: 1 = O, 2 = H
 def read_frame(data_dir, spec):
     """(symbols[N], positions[N, 3], box_length) of frame `spec` = 'data_K/set.NNN:F' (a cubic box)."""
     set_path, f = spec.rsplit(":", 1)
-    system = os.path.dirname(os.path.join(data_dir, set_path))
-    type_map = open(os.path.join(system, "type_map.raw")).read().split()
-    types = np.loadtxt(os.path.join(system, "type.raw"), dtype=int).reshape(-1)
-    x = np.load(os.path.join(data_dir, set_path, "coord.npy"))[int(f)].reshape(len(types), 3)
-    box = np.load(os.path.join(data_dir, set_path, "box.npy"))[int(f)].reshape(3, 3)
-    L = box[0, 0]
-    if not np.allclose(box, L * np.eye(3)):
-        raise SystemExit(f"{spec}: the box is not cubic: {box.tolist()}")
-    return np.array([type_map[t] for t in types]), x, float(L)
+    frame = read_deepmd_set(os.path.join(data_dir, set_path))[int(f)]
+    L = frame.cell[0, 0]
+    if not np.allclose(frame.cell, L * np.eye(3)):
+        raise SystemExit(f"{spec}: the box is not cubic: {frame.cell.tolist()}")
+    return frame.symbols, frame.positions, float(L)
 
 
 def molecules(symbols, x, L):
@@ -100,7 +98,7 @@ def density(n_water, L):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frame", default="data_0/set.000:0", help="DFT frame of the 64-water start: SET:INDEX")
-    ap.add_argument("--data", default=DATA, help="DeePMD water frames (data/water/dft_train)")
+    ap.add_argument("--data", default=DEFAULT_ROOT, help="DeePMD water frames (data/water/dft_train)")
     ap.add_argument("--out", default=HERE)
     a = ap.parse_args()
 
