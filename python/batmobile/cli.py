@@ -4,7 +4,8 @@
 Each takes --version (prints `batmobile <version>`) and ends a bad input with ONE line `error: <what and what to do>`
 on stderr and exit status 2, not a traceback: a missing or damaged file (InputError), bad data (DataError), a bad
 option or config value (the parsers' and config files' SystemExit messages). Anything else is a bug and keeps its
-traceback. BATMOBILE_TRACEBACK=1 shows the traceback of the expected errors too.
+traceback. --traceback (any tool, taken out before the tool parses its options) shows the traceback of the expected
+errors too.
 
 The tools' main(argv) functions stay plain functions that raise (the tests and batmobile.committee call them)."""
 import argparse
@@ -42,11 +43,13 @@ def run(main, argv=None, expected=()):
     from .data import DataError
     from .io_utils import InputError
     argv = list(sys.argv[1:] if argv is None else argv)
-    options = argv[:argv.index("--")] if "--" in argv else argv
-    if "--version" in options:
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--version" in argv[:end]:
         print(VERSION_LINE)
         return 0
-    show_traceback = os.environ.get("BATMOBILE_TRACEBACK", "") not in ("", "0")
+    show_traceback = "--traceback" in argv[:end]
+    if show_traceback:
+        argv = [a for a in argv[:end] if a != "--traceback"] + argv[end:]
     format_warning = warnings.formatwarning
     if not show_traceback:   # a warning as one line too, not "file:line: UserWarning: ..." and the source line
         warnings.formatwarning = lambda message, category, *rest: f"warning: {' '.join(str(message).split())}\n"

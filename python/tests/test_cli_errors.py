@@ -211,7 +211,6 @@ def test_python_m_prints_one_line_and_exits_2(tmp_path):
             (argv, p.stderr)
 
 
-def test_traceback_on_request(tmp_path, monkeypatch):
-    monkeypatch.setenv("BATMOBILE_TRACEBACK", "1")
+def test_traceback_on_request(tmp_path):
     with pytest.raises(InputError):
-        cli.evaluate([str(tmp_path / "missing.pt")])
+        cli.evaluate(["--traceback", str(tmp_path / "missing.pt")])
