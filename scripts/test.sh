@@ -53,7 +53,7 @@ if [ -d python/tests ]; then
   rm -rf python/build   # setuptools' in-tree build directory: a stale copy would ship modules removed since
   { [ -x "$V/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$V"; } &&
     "$V/bin/python" -m pip install -q --no-build-isolation --no-deps ./python &&
-    (cd "$B" && BATMOBILE_TEST_INSTALLED=1 "$V/bin/python" -m pytest -q "$BATMOBILE_REPO/python/tests") ||
+    (cd "$B" && "$V/bin/python" -m pytest -q --installed "$BATMOBILE_REPO/python/tests") ||
     failed+=(pytest)
 fi
 stage "done"

@@ -6,21 +6,31 @@ import pytest
 import torch
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-# The package from python/, unless the tests run against the installed one (BATMOBILE_TEST_INSTALLED=1: scripts/test.sh
+# The package from python/, unless the tests run against the installed one (`pytest --installed`: scripts/test.sh
 # after `pip install ./python` into a venv; test_package.py checks which one was imported). An installed package does
 # not find the bundled water data beside itself: BATMOBILE_WATER_DATA points there.
-INSTALLED = os.environ.get("BATMOBILE_TEST_INSTALLED", "") not in ("", "0")
-if not INSTALLED:
-    sys.path.insert(0, os.path.join(REPO, "python"))
+INSTALLED = False   # set by pytest_configure, before any test module is imported
 os.environ.setdefault("BATMOBILE_WATER_DATA", os.path.join(REPO, "data", "water", "dft_train"))
 torch.set_num_threads(1)
 
-from batmobile.model import BatmobileModel, Hyperparameters, evaluate_structure  # noqa: E402
-from batmobile.neighbors import neighbor_list  # noqa: E402
+
+def pytest_addoption(parser):
+    parser.addoption("--installed", action="store_true",
+                     help="test the pip-installed batmobile package instead of the one in python/")
+
+
+def pytest_configure(config):
+    global INSTALLED
+    INSTALLED = config.getoption("installed")
+    if not INSTALLED:
+        sys.path.insert(0, os.path.join(REPO, "python"))
+    # imported now, so that scripts that put python/ on sys.path later (bench/) find this package already loaded
+    import batmobile  # noqa: F401
 
 
 def random_model(L=2, C=8, T=2, seed=1, scale=0.3):
     """Small float64 model with every parameter perturbed (biases, gates, E_ref non-zero)."""
+    from batmobile.model import BatmobileModel, Hyperparameters
     hp = Hyperparameters(L=L, C=C, T=T, A=2, dk=4, H=16, Hr=8, avg_num_neighbors=4.0, energy_scale=1.7)
     model = BatmobileModel(hp, seed=seed).double()
     g = torch.Generator().manual_seed(seed + 100)
@@ -32,6 +42,8 @@ def random_model(L=2, C=8, T=2, seed=1, scale=0.3):
 
 
 def compute(model, positions, species, cell, virial=True):
+    from batmobile.model import evaluate_structure
+    from batmobile.neighbors import neighbor_list
     s, r, sh = neighbor_list(positions, cell, model.hp.r_c)
     T = lambda x, dt=torch.float64: torch.as_tensor(np.asarray(x), dtype=dt)
     out = evaluate_structure(model, T(positions), T(species, torch.long), T(cell), T(s, torch.long),

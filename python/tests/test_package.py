@@ -1,7 +1,7 @@
 """The pip-installable package (python/pyproject.toml): one version number (the repository's VERSION file) in the
 package, its metadata and every console script's --version; the console scripts batmobile-train, -export, -evaluate,
 -committee with --version and --help (skipped where the package is not installed); and, when scripts/test.sh runs the
-suite against the installed package (BATMOBILE_TEST_INSTALLED=1), that the installed package is the one imported."""
+suite against the installed package (pytest --installed), that the installed package is the one imported."""
 import os
 import re
 import shutil
@@ -40,7 +40,7 @@ def test_version_file_matches_the_package():
 
 def test_installed_package_is_the_one_tested():
     if not INSTALLED:
-        pytest.skip("the tests import batmobile from python/ (BATMOBILE_TEST_INSTALLED=1 tests the installed one)")
+        pytest.skip("the tests import batmobile from python/ (pytest --installed tests the installed one)")
     from importlib.metadata import version
     source_dir = os.path.join(REPO, "python", "batmobile")
     assert os.path.dirname(os.path.abspath(batmobile.__file__)) != source_dir, \
@@ -61,7 +61,7 @@ def find_script(name):
     path = beside if os.access(beside, os.X_OK) else shutil.which(name)
     if path is None:
         if INSTALLED:
-            pytest.fail(f"{name} is not installed beside {sys.executable} although BATMOBILE_TEST_INSTALLED is set")
+            pytest.fail(f"{name} is not installed beside {sys.executable} although pytest runs with --installed")
         pytest.skip(f"{name} is not installed (pip install ./python)")
     return path
 
