@@ -1,7 +1,10 @@
-"""Model file (format "batmobile", version 2; docs/model.md "Model file").
+"""Model file (format "batmobile", versions 2 and 3; docs/model.md "Model file").
 
 python -m batmobile.export CHECKPOINT OUT.pt [--raw-weights]   (EMA weights unless --raw-weights)
 python -m batmobile.export --upgrade IN.pt OUT.pt             (a version-1 file: same tensors, written as version 2)
+
+A model with correlation 1 is written as version 2, as before the product basis existed; one with correlation 2
+as version 3: version 2 plus the meta.correlation number and the product-basis tensors layers.<t>.product.*.
 
 The file is torch.jit.save of a module that holds only float64 buffers (plus the uint8 `meta.header_json`), so
 libtorch reads it with torch::jit::load + named_buffers(). Buffer names equal the model's parameter names.
@@ -27,8 +30,9 @@ from .io_utils import load_checkpoint
 from .model import BatmobileModel, Hyperparameters
 
 FORMAT = "batmobile"
-VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+VERSION = 2               # what the exporter writes for correlation 1 (and what --upgrade writes)
+VERSION_PRODUCT = 3       # what it writes for correlation 2: version 2 plus meta.correlation and the product tensors
+SUPPORTED_VERSIONS = (1, 2, 3)
 META_NUMBERS = ("r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale",
                 "min_distance")
 # The stored header of a version-2 file: the canonical header (a JSON object) with this member appended as its last
@@ -123,22 +127,31 @@ def _set_header(root: nn.Module, header: Dict) -> None:
     _holder_at(root, "meta.x").register_buffer("header_json", torch.tensor(list(stored), dtype=torch.uint8))
 
 
+def file_version(hp: Hyperparameters) -> int:
+    """The format version the exporter writes for hp: 2 for correlation 1 (readable by Batmobile 1.0), else 3."""
+    return VERSION if hp.correlation == 1 else VERSION_PRODUCT
+
+
 def build_export_module(model: BatmobileModel, extra_header: Optional[Dict] = None) -> nn.Module:
     hp = model.hp
+    version = file_version(hp)
+    hyperparameters = hp.to_dict()
+    if version == VERSION:   # a version-2 file is what it was before correlation existed: no such key
+        del hyperparameters["correlation"]
     root = _BufferHolder()
     for name, tensor in model.state_dict().items():
         _holder_at(root, name).register_buffer(name.split(".")[-1], tensor.detach().to("cpu", torch.float64).clone())
-    header = {"format": FORMAT, "version": VERSION, "batmobile_version": package_version(),
-              "species": list(hp.species), "units": "metal", "hyperparameters": hp.to_dict(),
+    header = {"format": FORMAT, "version": version, "batmobile_version": package_version(),
+              "species": list(hp.species), "units": "metal", "hyperparameters": hyperparameters,
               "E_ref": model.E_ref.detach().double().tolist()}
-    header.update(hp.to_dict())
+    header.update(hyperparameters)
     if extra_header:
         header.update(extra_header)
     meta = _holder_at(root, "meta.x")
-    for key in META_NUMBERS:
+    for key in META_NUMBERS + (("correlation",) if version == VERSION_PRODUCT else ()):
         meta.register_buffer(key, torch.tensor(float(getattr(hp, key)), dtype=torch.float64))
     meta.register_buffer("num_species", torch.tensor(float(len(hp.species)), dtype=torch.float64))
-    meta.register_buffer("version", torch.tensor(float(VERSION), dtype=torch.float64))
+    meta.register_buffer("version", torch.tensor(float(version), dtype=torch.float64))
     _set_header(root, header)
     return root
 
@@ -154,9 +167,10 @@ def _read_buffers(path: str) -> Tuple[Dict[str, torch.Tensor], bytes]:
 
 
 def verify(path: str, buffers: Dict[str, torch.Tensor], stored: bytes) -> Tuple[Dict, str]:
-    """The parsed header of a model file and what its checksum covers: "header and weights" (version 2, verified),
+    """The parsed header of a model file and what its checksum covers: "header and weights" (versions 2 and 3, whose
+    checksum is the same, verified),
     "weights" (version 1 with a checksum, verified) or "nothing" (version 1 without one). Raises ValueError on a
-    mismatch, on a version-2 header without its checksum member, and on an unknown format or version."""
+    mismatch, on a version-2 or -3 header without its checksum member, and on an unknown format or version."""
     header = json.loads(stored.decode("utf-8"))
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: unknown model format {header.get('format') if isinstance(header, dict) else None!r}"
@@ -174,8 +188,9 @@ def verify(path: str, buffers: Dict[str, torch.Tensor], stored: bytes) -> Tuple[
         return header, "weights"
     canonical, stored_hex = split_header(stored)
     if stored_hex is None:
-        raise ValueError(f"{path}: the header of this format-version-2 file does not end with its checksum member "
-                         f"(', \"checksum\": \"sha256:<64 hex>\"}}'): the header was altered; re-export the model file")
+        raise ValueError(f"{path}: the header of this format-version-{version} file does not end with its checksum "
+                         f"member (', \"checksum\": \"sha256:<64 hex>\"}}'): the header was altered; re-export the "
+                         f"model file")
     computed = model_checksum(canonical, buffers)
     if computed != stored_hex:
         raise ValueError(f"{path}: the model checksum does not match (stored sha256:{stored_hex}, computed "
@@ -184,17 +199,63 @@ def verify(path: str, buffers: Dict[str, torch.Tensor], stored: bytes) -> Tuple[
     return header, "header and weights"
 
 
+def model_of_file(path: str, header: Dict, buffers: Dict[str, torch.Tensor]) -> BatmobileModel:
+    """The (float64, not yet loaded) model that a verified model file's hyperparameters describe, checked against
+    its tensors; ValueError (one message) where they disagree. Version 3: meta.correlation, 1 or 2, decides the correlation (the header, where it names one,
+    must agree); versions 1 and 2 mean correlation 1. Every parameter tensor the hyperparameters call for (with
+    correlation 2 the product basis's layers.<t>.product.wq (Q, C) and product.Wp<l> (C, C)) must be there with
+    its shape, and no other."""
+    stated = header.get("hyperparameters", {}).get("correlation", header.get("correlation"))
+    if header["version"] >= VERSION_PRODUCT:
+        meta = buffers.get("meta.correlation")
+        if meta is None or meta.numel() != 1:
+            raise ValueError(f"{path}: a format-version-{header['version']} file without its meta.correlation "
+                             f"number (1 or 2); re-export the model file")
+        correlation = meta.item()
+        if correlation not in (1.0, 2.0):
+            raise ValueError(f"{path}: meta.correlation {correlation:g}: this reader understands correlation 1 or 2 "
+                             f"(docs/model.md step 3)")
+        correlation = int(correlation)
+        if stated is not None and stated != correlation:
+            raise ValueError(f"{path}: the header says correlation {stated!r}, meta.correlation says {correlation}; "
+                             f"re-export the model file")
+    else:
+        correlation = 1
+        if stated not in (None, 1) or "meta.correlation" in buffers:
+            raise ValueError(f"{path}: a format-version-{header['version']} file with a correlation (only version 3 "
+                             f"files have one); re-export the model file")
+    try:
+        hp = Hyperparameters.from_dict(dict(header["hyperparameters"], correlation=correlation))
+        model = BatmobileModel(hp).double()   # float64 before loading: never round the stored weights
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: the header's hyperparameters do not describe a model ({e}); re-export the model "
+                         f"file") from None
+    stored = {k: tuple(v.shape) for k, v in buffers.items() if not k.startswith("meta.")}
+    problems = [f"missing {k} {list(shape)}" for k, shape in expected.items() if k not in stored]
+    problems += [f"{k} is {list(stored[k])}, not {list(shape)}" for k, shape in expected.items()
+                 if k in stored and stored[k] != shape]
+    problems += [f"unexpected {k}" for k in stored if k not in expected]
+    if problems:
+        shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise ValueError(f"{path}: the tensors do not match the hyperparameters (format version {header['version']}, "
+                         f"correlation {correlation}, L {hp.L}, C {hp.C}, T {hp.T}): {shown}; re-export the model "
+                         f"file")
+    return model
+
+
 def upgrade(src: str, dst: str) -> str:
     """Writes dst: the model file src as format version 2. A version-1 src has its tensor checksum (where it has
     one) verified, then every buffer is kept bit for bit except meta.version (now 2), and the header gets version 2,
     "batmobile_version" (this package's; "upgraded_from_version": 1 records the origin) and the version-2 checksum.
-    A version-2 src is verified and copied unchanged. Returns dst's checksum ("sha256:<hex>")."""
+    A version-2 or version-3 src is verified and copied unchanged. Returns dst's checksum ("sha256:<hex>")."""
     buffers, stored = _read_buffers(src)
     try:
         header, _ = verify(src, buffers, stored)
+        model_of_file(src, header, buffers)
     except ValueError as e:
         raise ValueError(f"{e}; {dst} not written") from None
-    if header["version"] == VERSION:
+    if header["version"] >= VERSION:
         if os.path.abspath(src) != os.path.abspath(dst):
             shutil.copyfile(src, dst)
         return header["checksum"]
@@ -231,8 +292,9 @@ def read_header(path: str) -> Dict:
 
 
 def load_potential(path: str, dtype: torch.dtype = torch.float64) -> BatmobileModel:
-    """Rebuild the PyTorch model from a model file; verifies its checksum (verify) and rejects unknown formats and
-    versions. A version-1 file loads with a warning (its checksum, if any, does not cover the header)."""
+    """Rebuild the PyTorch model from a model file (format version 1, 2 or 3); verifies its checksum (verify) and
+    its tensors against its hyperparameters (model_of_file), and rejects unknown formats and versions. A
+    version-1 file loads with a warning (its checksum, if any, does not cover the header)."""
     buffers, stored = _read_buffers(path)
     header, covered = verify(path, buffers, stored)
     if header["version"] == 1:
@@ -243,8 +305,7 @@ def load_potential(path: str, dtype: torch.dtype = torch.float64) -> BatmobileMo
                       f"--upgrade {path} NEW.pt", stacklevel=2)
     if header.get("units") != "metal":
         raise ValueError(f"{path}: units {header.get('units')!r}, expected 'metal'")
-    hp = Hyperparameters.from_dict(header["hyperparameters"])
-    model = BatmobileModel(hp).double()   # float64 before loading: never round the stored weights
+    model = model_of_file(path, header, buffers)
     state = {k: v for k, v in buffers.items() if not k.startswith("meta.")}
     model.load_state_dict(state, strict=True)
     model.header = header
@@ -266,12 +327,14 @@ def main(argv=None):
     p.add_argument("--raw-weights", action="store_true", help="export the raw instead of the EMA weights")
     p.add_argument("--upgrade", action="store_true",
                    help="write the model file CHECKPOINT as format version 2 to OUTPUT: the same tensors, the "
-                        "checksum over header and tensors (a version-1 file's own checksum is verified first)")
+                        "checksum over header and tensors (a version-1 file's own checksum is verified first; a "
+                        "version-2 or -3 file is verified and copied)")
     p.add_argument("--add-checksum", action="store_true", help="the same as --upgrade (its former name)")
     a = p.parse_args(argv)
     if a.upgrade or a.add_checksum:
         checksum = upgrade(a.checkpoint, a.output)
-        print(f"wrote {a.output} (format version {VERSION}, tensors of {a.checkpoint}, {checksum})")
+        print(f"wrote {a.output} (format version {read_header(a.output)['version']}, tensors of {a.checkpoint}, "
+              f"{checksum})")
         return
     ckpt = load_checkpoint(a.checkpoint)
     model = model_from_checkpoint(ckpt, use_ema=not a.raw_weights)

@@ -1,4 +1,4 @@
-"""The Batmobile model in plain PyTorch, implementing docs/model.md (model file format version 2) exactly.
+"""The Batmobile model in plain PyTorch, implementing docs/model.md (model file format versions 2 and 3) exactly.
 
 Parameter names (state_dict keys) equal the model-file buffer names, so export/import is a rename-free copy.
 All geometry enters through the edge vectors r_ij = x_j - x_i (receiver i, sender j), which gives forces and the
@@ -7,7 +7,7 @@ virial from one gradient with respect to the edge vectors.
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -35,6 +35,16 @@ class Hyperparameters:
     avg_num_neighbors: float = 1.0
     energy_scale: float = 1.0
     min_distance: float = 0.0
+    correlation: int = 1   # 1: no product basis (format version 2); 2: the product basis of docs/model.md step 3
+
+    def __post_init__(self):
+        if isinstance(self.correlation, bool) or self.correlation not in (1, 2):
+            raise ValueError(f"correlation {self.correlation!r}: must be 1 (no product basis) or 2 (the product "
+                             f"basis, docs/model.md step 3)")
+        self.correlation = int(self.correlation)
+        if self.correlation == 2 and self.T < 2:
+            raise ValueError(f"correlation 2 needs T >= 2 (T is {self.T}): the product basis acts in the layers "
+                             f"t < T - 1, not in the last one (docs/model.md step 3)")
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -115,6 +125,76 @@ def _linear_param(out_dim: int, in_dim: int) -> nn.Parameter:
     return nn.Parameter(torch.randn(out_dim, in_dim) / math.sqrt(in_dim))
 
 
+def symmetric_paths(L: int) -> List[Tuple[int, int, int]]:
+    """The product basis's paths q = (l1, l2, l3): natural_parity_paths(L) with l1 <= l2, in the same order."""
+    return [q for q in natural_parity_paths(L) if q[0] <= q[1]]
+
+
+def symmetric_path_factors(L: int) -> List[float]:
+    """beta_q = sqrt((2 l3 + 1) / nq(l3)), nq(l3) = number of symmetric paths with output degree l3."""
+    paths = symmetric_paths(L)
+    nq = {l3: sum(1 for q in paths if q[2] == l3) for _, _, l3 in paths}
+    return [math.sqrt((2 * l3 + 1) / nq[l3]) for _, _, l3 in paths]
+
+
+class ProductBasis(nn.Module):
+    """docs/model.md step 3 (correlation 2, layers t < T - 1): the aggregated message's symmetric product with
+    itself, channel-wise,
+    p[l3][m3][c] = sum_q beta_q wq[q][c] sum_{m1,m2} CG_q[m1][m2][m3] m[l1][m1][c] m[l2][m2][c], and the mix
+    matrices Wp<l> that add Wp<l> . p[l] to z_l (step 4).
+
+    Per atom: the products m[k1][c] m[k2][c] of the component pairs k1 <= k2 (m[k1] m[k2] = m[k2] m[k1], so the
+    coefficients of (k1, k2) and (k2, k1) are summed into one) go through one GEMM with the constant
+    (pairs, rows) matrix of beta_q CG_q, rows = (q, m3); each row is scaled by wq[q][c], and a GEMM against a one-hot
+    (rows, K) matrix sums the rows of each output component k3 = (l3, m3).
+    """
+
+    def __init__(self, L: int, C: int):
+        super().__init__()
+        self.L, self.K = L, (L + 1) ** 2
+        paths, betas = symmetric_paths(L), symmetric_path_factors(L)
+        self.num_paths = len(paths)
+        pairs = [(k1, k2) for k1 in range(self.K) for k2 in range(k1, self.K)]
+        pair_index = {kk: i for i, kk in enumerate(pairs)}
+        rows_cg, rows_path, rows_k3 = [], [], []
+        for q, (l1, l2, l3) in enumerate(paths):
+            cg = clebsch_gordan(l1, l2, l3) * betas[q]
+            for m3 in range(2 * l3 + 1):
+                col = np.zeros(len(pairs))
+                for m1 in range(2 * l1 + 1):
+                    for m2 in range(2 * l2 + 1):
+                        k1, k2 = l1 * l1 + m1, l2 * l2 + m2
+                        col[pair_index[(min(k1, k2), max(k1, k2))]] += cg[m1, m2, m3]
+                rows_cg.append(col)
+                rows_path.append(q)
+                rows_k3.append(l3 * l3 + m3)
+        coupling = np.stack(rows_cg, axis=1)                                   # (pairs, rows)
+        used = np.abs(coupling).max(axis=1) > 0                                # pairs that some row reads
+        pairs = [kk for kk, u in zip(pairs, used) if u]
+        self.register_buffer("pair_k1", torch.tensor([a for a, _ in pairs], dtype=torch.long), persistent=False)
+        self.register_buffer("pair_k2", torch.tensor([b for _, b in pairs], dtype=torch.long), persistent=False)
+        self.register_buffer("coupling", torch.tensor(coupling[used]), persistent=False)
+        self.register_buffer("path_of_row", torch.tensor(rows_path, dtype=torch.long), persistent=False)
+        self.register_buffer("row_to_k3", torch.nn.functional.one_hot(torch.tensor(rows_k3), self.K)
+                             .to(torch.float64), persistent=False)
+        # wq starts small: p is quadratic in m and enters z_l as m does (through C x C matrices Wp<l>, initialised
+        # like the other mix matrices), so with wq ~ 0.1 training starts close to the correlation-1 model while both
+        # wq and Wp<l> get non-zero gradients from the first step (a zero wq or Wp would leave the other one none)
+        self.wq = nn.Parameter(0.1 * torch.randn(self.num_paths, C))
+        for l in range(L + 1):
+            setattr(self, f"Wp{l}", _linear_param(C, C))
+
+    def forward(self, m: torch.Tensor) -> torch.Tensor:
+        """p (N, K, C) of the messages m (N, K, C)."""
+        N, K, C = m.shape
+        mt = m.transpose(1, 2)                                                  # (N, C, K)
+        prod = mt.index_select(2, self.pair_k1) * mt.index_select(2, self.pair_k2)   # (N, C, pairs)
+        rows = prod.reshape(N * C, -1) @ self.coupling.to(m.dtype)             # (N C, rows)
+        rows = rows.reshape(N, C, -1) * self.wq[self.path_of_row].T             # wq[q(row)][c]
+        p = rows.reshape(N * C, -1) @ self.row_to_k3.to(m.dtype)                # (N C, K)
+        return p.reshape(N, C, K).transpose(1, 2)
+
+
 class Radial(nn.Module):
     def __init__(self, NB: int, H: int, out_dim: int):
         super().__init__()
@@ -177,6 +257,10 @@ class InteractionBlock(nn.Module):
         self.mix = Mix(hp.L, hp.C)
         self.update = Update(hp.L, hp.C)
         self.norm = Norm(hp.L, hp.C)
+        # ProductBasis with correlation 2 in the layers t < T - 1 (the last layer's message matters for l = 0 only),
+        # set by BatmobileModel after every other parameter is drawn (so a seed gives the same other parameters for
+        # both correlations); with correlation 1 and in the last layer no module and no state_dict entries
+        self.product: Optional[ProductBasis] = None
         self.register_buffer("head_of_channel", torch.arange(hp.C) // (hp.C // hp.A), persistent=False)
 
     def forward(self, h, tp: TensorProduct, coupling, B, u, sender, receiver):
@@ -209,18 +293,26 @@ class InteractionBlock(nn.Module):
         values = tp(h_j, wv, coupling) * ex[:, self.head_of_channel][:, None, :]
         o = torch.zeros_like(h).index_add(0, receiver, values) / Z[:, self.head_of_channel][:, None, :]
 
-        # 3./4. mix and gate
+        # 3. product basis (correlation 2), per atom from the aggregated message
+        pb = self.product
+        p = pb(m) if pb is not None else None
+
+        # 4./5. mix and gate; the gates do not see p
         mix = self.mix
         m0, o0 = m[:, 0, :], o[:, 0, :]
         z0 = m0 @ mix.Wm0.T + o0 @ mix.Wo0.T + mix.b0
+        if p is not None:
+            z0 = z0 + p[:, 0, :] @ pb.Wp0.T
         gam = torch.sigmoid(m0 @ mix.Wgm.T + o0 @ mix.Wgo.T + mix.bg)
         act = [torch.nn.functional.silu(z0)[:, None, :]]
         for l in range(1, L + 1):
             sl = slice(l * l, (l + 1) ** 2)
             z_l = m[:, sl, :] @ getattr(mix, f"Wm{l}").T + o[:, sl, :] @ getattr(mix, f"Wo{l}").T
+            if p is not None:
+                z_l = z_l + p[:, sl, :] @ getattr(pb, f"Wp{l}").T
             act.append(z_l * gam[:, None, (l - 1) * C:l * C])
 
-        # 5./6. residual update and equivariant RMS norm per l
+        # 6./7. residual update and equivariant RMS norm per l
         out = []
         for l in range(L + 1):
             sl = slice(l * l, (l + 1) ** 2)
@@ -253,6 +345,8 @@ class BatmobileModel(nn.Module):
         super().__init__()
         if hp.L < 1 or hp.L > 3 or hp.C % hp.A != 0:
             raise ValueError("need 1 <= L <= 3 and C divisible by A")
+        if hp.correlation not in (1, 2) or (hp.correlation == 2 and hp.T < 2):
+            raise ValueError(f"correlation {hp.correlation!r} with T {hp.T}: need correlation 1, or 2 and T >= 2")
         if seed is not None:
             torch.manual_seed(seed)
         self.hp = hp
@@ -262,6 +356,9 @@ class BatmobileModel(nn.Module):
         self.layers = nn.ModuleList([InteractionBlock(hp, self.tp.num_paths) for _ in range(hp.T)])
         self.readout = Readout(hp.C, hp.Hr)
         self.register_buffer("E_ref", torch.zeros(S))
+        if hp.correlation == 2:
+            for layer in self.layers[:-1]:
+                layer.product = ProductBasis(hp.L, hp.C)
 
     def atomic_energies(self, species: torch.Tensor, edge_vec: torch.Tensor, sender: torch.Tensor,
                         receiver: torch.Tensor) -> torch.Tensor:

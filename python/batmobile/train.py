@@ -49,7 +49,7 @@ from .sources import prepare, read_sources
 # options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
 # checkpoint; --data (where the sets lie) and the per-call options may differ between calls
 RUN_OPTIONS = ("train", "val", "energy_key", "forces_key", "stress_key", "virial_key", "stress_weight",
-               "train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr",
+               "train_sets", "val_sets", "species", "r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "correlation",
                "energy_scale_from", "steps", "total_minutes", "batch_size", "lr", "lr_final_fraction",
                "energy_weight", "energy_weight_final", "force_weight", "ema", "seed", "dtype", "val_every",
                "val_frames", "curve_every")
@@ -72,6 +72,9 @@ def build_parser():
     for name, default in [("r_c", 5.0), ("L", 2), ("C", 32), ("T", 2), ("NB", 8), ("H", 32), ("A", 4), ("dk", 8),
                           ("Hr", 16)]:
         p.add_argument(f"--{name}", type=type(default), default=default)
+    p.add_argument("--correlation", type=int, choices=[1, 2], default=1,
+                   help="2 adds the product basis (body order 3) to every layer but the last (docs/model.md step 3; "
+                        "needs --T 2 or more; model file version 3); 1 is without it (default 1)")
     p.add_argument("--energy-scale-from", choices=["force_rms", "energy_std"], default="force_rms")
     p.add_argument("--steps", type=int, default=20000, help="length of the whole run in steps")
     p.add_argument("--total-minutes", "--max-minutes", dest="total_minutes", type=float, default=0.0,
@@ -521,6 +524,9 @@ def check_args(args):
             raise InputError(f"{flag(name)} {getattr(args, name)}: must be positive")
     if not 0.0 <= args.ema < 1.0:
         raise InputError(f"--ema {args.ema}: the EMA decay must lie in [0, 1)")
+    if args.correlation == 2 and args.T < 2:
+        raise InputError(f"--correlation 2 with --T {args.T}: the product basis acts in every layer but the last, so "
+                         f"it needs --T 2 or more")
 
 
 def main(argv=None):
@@ -537,6 +543,11 @@ def main(argv=None):
                 raise InputError(f"--resume: {ckpt_path} has no {key!r} entry: not a checkpoint of batmobile.train "
                                  f"that can be resumed; start a new run in another --out directory")
         overridden = resolve_resume(args, given, ckpt)
+        stored = ckpt["hyperparameters"].get("correlation", 1)   # checkpoints from before the option: 1
+        if args.correlation != stored:
+            raise InputError(f"--resume --correlation {args.correlation}: {ckpt_path} is a run with --correlation "
+                             f"{stored}, whose weights cannot continue as another model; resume without "
+                             f"--correlation, or start a new run in another --out directory")
     check_args(args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -561,7 +572,7 @@ def main(argv=None):
             raise DataError(f"the training data give energy_scale {scale} "
                             f"(--energy-scale-from {args.energy_scale_from}); it must be positive")
         hp = Hyperparameters(species=list(args.species), r_c=args.r_c, L=args.L, C=args.C, T=args.T, NB=args.NB,
-                             H=args.H, A=args.A, dk=args.dk, Hr=args.Hr,
+                             H=args.H, A=args.A, dk=args.dk, Hr=args.Hr, correlation=args.correlation,
                              avg_num_neighbors=stats["avg_num_neighbors"], energy_scale=scale,
                              min_distance=stats["min_distance"])
     tr = Trainer(args, hp, stats, train, device, dtype)

@@ -28,10 +28,11 @@ def pytest_configure(config):
     import batmobile  # noqa: F401
 
 
-def random_model(L=2, C=8, T=2, seed=1, scale=0.3):
+def random_model(L=2, C=8, T=2, seed=1, scale=0.3, correlation=1):
     """Small float64 model with every parameter perturbed (biases, gates, E_ref non-zero)."""
     from batmobile.model import BatmobileModel, Hyperparameters
-    hp = Hyperparameters(L=L, C=C, T=T, A=2, dk=4, H=16, Hr=8, avg_num_neighbors=4.0, energy_scale=1.7)
+    hp = Hyperparameters(L=L, C=C, T=T, A=2, dk=4, H=16, Hr=8, avg_num_neighbors=4.0, energy_scale=1.7,
+                         correlation=correlation)
     model = BatmobileModel(hp, seed=seed).double()
     g = torch.Generator().manual_seed(seed + 100)
     with torch.no_grad():

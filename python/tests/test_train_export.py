@@ -119,7 +119,7 @@ def test_export_file_layout_and_exact_reload(tmp_path, system):
 
 def test_loader_rejects_unknown_format_and_version(tmp_path):
     model = random_model(C=4, T=1)
-    for key, value, message in (("version", 3, "version 3 is not supported"), ("format", "other", "unknown model format")):
+    for key, value, message in (("version", 4, "version 4 is not supported"), ("format", "other", "unknown model format")):
         root = build_export_module(model, {key: value})
         path = str(tmp_path / f"bad_{key}.pt")
         torch.jit.save(torch.jit.script(root), path)
