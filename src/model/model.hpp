@@ -1,4 +1,5 @@
-// The Batmobile model in C++/Kokkos (docs/model.md, model file format version 2): forward pass and hand-written adjoint.
+// The Batmobile model in C++/Kokkos (docs/model.md, model file format versions 1 to 3): forward pass and hand-written
+// adjoint.
 // Public header: no libtorch. Weights come from a ModelFile (model_file.hpp; read by the libtorch loader TU).
 //
 // Graph contract: atoms [0, n_local) are receivers (owned atoms), [n_local, n_all) ghosts. Edges are grouped by
@@ -115,6 +116,18 @@ struct ModelData {
   Kokkos::View<double*, ExecSpace> E_ref;
   Kokkos::View<int*, ExecSpace> cg_k1, cg_k2, cg_k3, cg_path;  // nnz entries, alpha_p folded into cg_coef
   Kokkos::View<T*, ExecSpace> cg_coef;
+  // Product basis (correlation 2, docs/model.md step 3), in the layers t < T_layers - 1; the last layer's block holds
+  // zeros there so that every layer block has the same offsets. product.wq (Q, C), product.Wp<l> (C, C) and its
+  // transposed copy. Its CG entries (beta_q folded into prod_coef) twice, as CSR tables in prod_index: grouped by
+  // output component k3 for the forward (offsets at 0, K + 1 of them; rows (k1, k2, q) from prod_fwd_rows) and by
+  // the factor component k that the adjoint differentiates (offsets from prod_adj_offsets; rows (other factor, k3, q)
+  // from prod_adj_rows, coefficients from prod_adj_coef). Two views: every node kernel captures ModelData.
+  int correlation = 1, o_wq = 0;
+  int o_Wp[kMaxL + 1] = {}, o_Wpt[kMaxL + 1] = {};
+  int prod_adj_offsets = 0, prod_fwd_rows = 0, prod_adj_rows = 0, prod_adj_coef = 0;
+  Kokkos::View<int*, ExecSpace> prod_index;
+  Kokkos::View<T*, ExecSpace> prod_coef;
+  KOKKOS_INLINE_FUNCTION bool has_product(int t) const { return correlation == 2 && t < T_layers - 1; }
 };
 
 namespace model_detail {

@@ -2,6 +2,7 @@
 // backend's fold of its accumulated forces and virials into the results.
 #pragma once
 #include <Kokkos_Core.hpp>
+#include <stdexcept>
 
 #include "kernels/cuda_launch.hpp"
 #include "model/device_math.hpp"
@@ -11,7 +12,22 @@
 namespace batmobile {
 namespace model_detail {
 
-// Node adjoint of layer t (norm, update, gate, mix): from dh (dE/d its output) to dhin (dE/d its input, owned rows:
+// The product basis's adjoint for one (k, c) item n = k C + c of a node block: am[a] += dE/dm[k][c] through p, from the
+// block's m rows and dE/dp rows in team scratch ([feature][atom]). w: the layer's weights.
+template <class T, class ExecSpace>
+KOKKOS_INLINE_FUNCTION void block_product_adjoint(const ModelData<T, ExecSpace>& md, const T* w, int n, const T* m,
+                                                  const T* dp, T* am) {
+  const int C = md.C, k = n / C, c = n % C;
+  for (int e = md.prod_index(md.prod_adj_offsets + k); e < md.prod_index(md.prod_adj_offsets + k + 1); ++e) {
+    const int* row = &md.prod_index(md.prod_adj_rows + 3 * e);  // (other factor, k3, q)
+    const T s = md.prod_coef(md.prod_adj_coef + e) * w[md.o_wq + row[2] * C + c];
+    const T* other = m + (row[0] * C + c) * kNodeAtoms;
+    const T* g = dp + (row[1] * C + c) * kNodeAtoms;
+    for (int a = 0; a < kNodeAtoms; ++a) am[a] += s * other[a] * g[a];
+  }
+}
+
+// Node adjoint of layer t (norm, update, gate, mix, product basis): from dh (dE/d its output) to dhin (dE/d its input, owned rows:
 // the residual), dmv and dov (dE/dm, dE/do) and, for the reference backend, obar. A team per block of atoms, as in
 // the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom]). Lt: the
 // highest degree of the update (as in the forward); the input adjoint's rows above it are written 0.
@@ -23,8 +39,9 @@ void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
   const int nl = step.nl, block_atoms = step.block_atoms, K = md.K, C = md.C, L = md.L, KC = K * C, A = md.A;
   const int gate_rows = step.gate_rows, CperA = C / A, KCt = (Lt + 1) * (Lt + 1) * C, weights = layer.weights;
   const size_t node_scratch = step.node_scratch;
-  const bool fused = step.fused;
-  auto ov = layer.o, zv = layer.z, h_update = layer.hp, gate_pre = layer.gate, rms_norm = layer.rms;
+  const bool fused = step.fused, product = layer.product;
+  if (product && Lt != L) throw std::logic_error("node_adjoint: a product-basis layer updates every degree");
+  auto mv = layer.m, ov = layer.o, zv = layer.z, h_update = layer.hp, gate_pre = layer.gate, rms_norm = layer.rms;
   kernels::parallel_for_queued(
       "bm_node_adjoint", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
         const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
@@ -92,6 +109,20 @@ void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           dgam[n] = g;
         });
         team.team_barrier();
+        // product basis (correlation 2): dE/dp = Wp^T dz into dhp and the block's m rows into da (both free now)
+        if (product) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KC), [&](int n) {
+            const int k = n / C, c = n % C, l = degree_of(k);
+            T acc[NA];
+            for (int a = 0; a < NA; ++a) acc[a] = 0;
+            block_fma(w + md.o_Wp[l] + c, C, dz + k * C * NA, C, acc);
+            for (int a = 0; a < NA; ++a) {
+              dhp[n * NA + a] = acc[a];
+              da[n * NA + a] = a < block_fill ? mv(i0 + a, n) : T(0);
+            }
+          });
+          team.team_barrier();
+        }
         // mixes -> dE/dm, dE/do (their l >= 1 rows unset where the update skipped them: nothing reads them)
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KCt), [&](int n) {
           const int k = n / C, c = n % C, l = degree_of(k);
@@ -100,6 +131,7 @@ void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           const int oM = k == 0 ? md.o_Wm0 : md.o_Wm[l], oO = k == 0 ? md.o_Wo0 : md.o_Wo[l];
           block_fma2(w + oM + c, w + oO + c, C, dz + k * C * NA, C, am, ao);
           if (k == 0 && Lt > 0) block_fma2(w + md.o_Wgm + c, w + md.o_Wgo + c, C, dgam, L * C, am, ao);
+          if (product) block_product_adjoint(md, w, n, da, dhp, am);
           for (int a = 0; a < block_fill; ++a) {
             dmv(i0 + a, n) = am[a];
             dov(i0 + a, n) = ao[a];

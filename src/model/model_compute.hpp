@@ -156,6 +156,7 @@ template <class T, class ExecSpace>
 model_detail::LayerViews<T, ExecSpace> Model<T, ExecSpace>::layer_views(int t, bool use_rcache) const {
   model_detail::LayerViews<T, ExecSpace> layer;
   layer.weights = data_.layer_base + t * data_.layer_size;
+  layer.product = data_.has_product(t);
   layer.h = h_[t];
   layer.m = m_[t], layer.o = o_[t], layer.z = z_[t], layer.gate = gate_[t], layer.hp = hp_[t], layer.rms = rms_[t];
   layer.q = q_[t], layer.k = k_[t], layer.smax = smax_[t], layer.zsum = zsum_[t];

@@ -315,14 +315,19 @@ void check_checksum(ModelFile& mf, const std::string& header_json, const Field* 
 }
 }  // namespace
 
-int count_paths(int L) {
+namespace {
+int count_paths_from(int L, bool symmetric) {
   int n = 0;
   for (int l1 = 0; l1 <= L; ++l1)
-    for (int l2 = 0; l2 <= L; ++l2)
+    for (int l2 = symmetric ? l1 : 0; l2 <= L; ++l2)
       for (int l3 = 0; l3 <= L; ++l3)
         if (l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0) ++n;
   return n;
 }
+}  // namespace
+
+int count_paths(int L) { return count_paths_from(L, false); }
+int count_symmetric_paths(int L) { return count_paths_from(L, true); }
 
 void validate_model_file(ModelFile& mf, const std::string& header_json) {
   const std::string where = "Batmobile model file '" + mf.path + "': ";
@@ -344,10 +349,11 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
   if (!ver || ver->kind != JsonValue::Number)
     throw std::runtime_error(where + "header has no numeric 'version'");
   mf.hyper.version = static_cast<int>(ver->number);
-  if (ver->number != mf.hyper.version || mf.hyper.version < kOldestFormatVersion || mf.hyper.version > kFormatVersion)
+  if (ver->number != mf.hyper.version || mf.hyper.version < kOldestFormatVersion ||
+      mf.hyper.version > kNewestFormatVersion)
     throw std::runtime_error(where + "unsupported format version " + std::to_string(mf.hyper.version) +
                              " (this build reads versions " + std::to_string(kOldestFormatVersion) + " to " +
-                             std::to_string(kFormatVersion) + ")");
+                             std::to_string(kNewestFormatVersion) + ")");
   const JsonValue* written_by = field("batmobile_version");
   mf.hyper.batmobile_version = written_by && written_by->kind == JsonValue::String ? written_by->str : "";
   // before anything else is read from the file: an altered header is reported as such, not as what it breaks
@@ -404,6 +410,10 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
   if (h.A * h.dk > kMaxAttnWidth)
     throw std::runtime_error(where + "A*dk = " + std::to_string(h.A * h.dk) + " exceeds " + std::to_string(kMaxAttnWidth));
   if (h.C % h.A != 0) throw std::runtime_error(where + "C must be a multiple of A");
+  // version 3 names the body order of the node update; older files have none (correlation 1)
+  h.correlation = h.version >= 3 ? integer("correlation", 1, 2) : 1;
+  if (h.correlation == 2 && h.T < 2)
+    throw std::runtime_error(where + "correlation 2 needs T >= 2 (the last layer has no product basis)");
 
   const int64_t S = h.species.size(), C = h.C, P = count_paths(h.L), L = h.L;
   auto check = [&](const std::string& name, std::vector<int64_t> shape) {
@@ -448,6 +458,10 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
     for (int l = 0; l <= L; ++l) {
       check(p + "update.Wu" + std::to_string(l), {C, C});
       check(p + "norm.g" + std::to_string(l), {C});
+    }
+    if (h.has_product(t)) {
+      check(p + "product.wq", {count_symmetric_paths(h.L), C});
+      for (int l = 0; l <= L; ++l) check(p + "product.Wp" + std::to_string(l), {C, C});
     }
   }
   mf.E_ref = mf.tensors.at("E_ref").values;

@@ -1,4 +1,4 @@
-// Batmobile model file (docs/model.md "Model file", versions 1 and 2): host-side data, no libtorch and no Kokkos here.
+// Batmobile model file (docs/model.md "Model file", versions 1 to 3): host-side data, no libtorch and no Kokkos here.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,10 +18,11 @@ constexpr int kMaxH = 64;
 constexpr int kMaxHeads = 8;
 constexpr int kMaxAttnWidth = 64;  // A * dk
 constexpr int kMaxHr = 64;
-// The format version exporters write (checksum over the header and the tensors), and the oldest one still read
-// (version 1: checksum over the tensors only, or none; pair_coeff warns).
-constexpr int kFormatVersion = 2;
+// Format versions read: 1 (checksum over the tensors only, or none; pair_coeff warns), 2 (checksum over the header
+// and the tensors), 3 (version 2 plus the product basis, `correlation`; exporters write it only for correlation 2).
 constexpr int kOldestFormatVersion = 1;
+constexpr int kHeaderChecksumVersion = 2;
+constexpr int kNewestFormatVersion = 3;
 
 struct ModelHyper {
   std::vector<std::string> species;
@@ -30,7 +31,9 @@ struct ModelHyper {
   std::string batmobile_version;  // the header's "batmobile_version": the Batmobile that wrote the file ("" if absent)
   double r_c = 0, avg_num_neighbors = 0, energy_scale = 0, min_distance = 0;
   int L = 0, C = 0, T = 0, NB = 0, H = 0, A = 0, dk = 0, Hr = 0;
+  int correlation = 1;  // 2: the product basis in every layer but the last (docs/model.md step 3)
   int K() const { return (L + 1) * (L + 1); }
+  bool has_product(int t) const { return correlation == 2 && t < T - 1; }
 };
 
 struct HostTensor {
@@ -82,6 +85,8 @@ bool split_header(const std::string& stored, std::string* canonical, std::string
 
 // Number of natural-parity paths (l1, l2, l3) with all l <= L.
 int count_paths(int L);
+// Number of those with l1 <= l2: the product basis's symmetric paths.
+int count_symmetric_paths(int L);
 
 // Reads a `.pt` file with libtorch (torch::jit::load + named_buffers) and validates it.
 // Throws std::runtime_error naming the file and the problem (missing, unreadable, wrong format/version/shape).

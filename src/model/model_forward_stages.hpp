@@ -2,6 +2,7 @@
 // inside the last layer's, the readout (with its adjoint, the seed of the backward pass).
 #pragma once
 #include <Kokkos_Core.hpp>
+#include <stdexcept>
 
 #include "kernels/cuda_launch.hpp"
 #include "model/device_math.hpp"
@@ -116,6 +117,29 @@ KOKKOS_INLINE_FUNCTION void block_readout(const TeamMember& team, const ModelDat
   });
 }
 
+// The product basis of a node block's atoms (docs/model.md step 3): p[k3][c] = sum_q wq[q][c] sum CG m[k1][c] m[k2][c],
+// from the block's m rows in team scratch (m: [feature][atom]) into p (same layout), threads over (k3, c) items.
+// w: the layer's weights.
+template <class T, class ExecSpace, class TeamMember>
+KOKKOS_INLINE_FUNCTION void block_product_basis(const TeamMember& team, const ModelData<T, ExecSpace>& md, const T* w,
+                                                const T* m, T* p) {
+  constexpr int NA = kNodeAtoms;
+  const int C = md.C;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, md.K * C), [&](int n) {
+    const int k3 = n / C, c = n % C;
+    T acc[NA];
+    for (int a = 0; a < NA; ++a) acc[a] = 0;
+    for (int e = md.prod_index(k3); e < md.prod_index(k3 + 1); ++e) {
+      const int* row = &md.prod_index(md.prod_fwd_rows + 3 * e);  // (k1, k2, q)
+      const T s = md.prod_coef(e) * w[md.o_wq + row[2] * C + c];
+      const T* m1 = m + (row[0] * C + c) * NA;
+      const T* m2 = m + (row[1] * C + c) * NA;
+      for (int a = 0; a < NA; ++a) acc[a] += s * m1[a] * m2[a];
+    }
+    for (int a = 0; a < NA; ++a) p[n * NA + a] = acc[a];
+  });
+}
+
 // Node update of layer t for the owned atoms, into h_next: a team per block of atoms (Step::block_atoms), threads
 // over (component, channel) items, stages separated by team barriers (gates before gated activations, activations
 // before the update, the update before its RMS norm). Each item reads a weight once for all atoms of the block, whose
@@ -135,8 +159,11 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
        rms_norm = layer.rms;
   auto species = step.graph.species;
   auto image_off = step.image_offsets, image_ghost = step.image_ghosts;
-  const bool with_readout = readout != nullptr;
+  const bool with_readout = readout != nullptr, product = layer.product;
   const ReadoutViews<T, ExecSpace> ro = with_readout ? *readout : ReadoutViews<T, ExecSpace>{};
+  // the product basis reads every m row (its layers are not the last, so they update every degree)
+  if (product && Lt != L) throw std::logic_error("node_forward: a product-basis layer updates every degree");
+  const int KCm = product ? KC : KCt;
   kernels::parallel_for_queued(
       "bm_layer_node_forward", step.node_policy(), KOKKOS_LAMBDA(const TeamMember& team) {
         const int i0 = team.league_rank() * block_atoms, block_fill = nl - i0 < block_atoms ? nl - i0 : block_atoms;
@@ -148,11 +175,16 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
         T* gs = hps + KC * NA;                                                                 // (L C, NA)
         T* rs = gs + gate_rows * NA;                                                                 // (L + 1, NA)
         const T* w = md.w.data() + weights;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * KCt * NA), [&](int n) {
-          const int a = n % NA, r = n / NA, x_ = r < KCt ? r : KC + r - KCt;  // m rows, then o rows, < KCt each
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (KCm + KCt) * NA), [&](int n) {
+          const int a = n % NA, r = n / NA, x_ = r < KCm ? r : KC + r - KCm;  // KCm m rows, then KCt o rows
           mo[x_ * NA + a] = a >= block_fill ? T(0) : x_ < KC ? mv(i0 + a, x_) : ov(i0 + a, x_ - KC);
         });
         team.team_barrier();
+        // product basis p (correlation 2) into hps, which the update overwrites only after the mixes have read it
+        if (product) {
+          block_product_basis(team, md, w, mo, hps);
+          team.team_barrier();
+        }
         // scalar mix + SiLU, and the gate pre-activations of l >= 1
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C + Lt * C), [&](int n) {
           const int o = n < C ? n : n - C;
@@ -162,6 +194,7 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           for (int a = 0; a < NA; ++a) z[a] = w[(n < C ? md.o_b0 : md.o_bg) + o];
           block_fma(w + oW + o, rows, mo, C, z);
           block_fma(w + oV + o, rows, mo + KC * NA, C, z);
+          if (product && n < C) block_fma(w + md.o_Wpt[0] + o, C, hps, C, z);
           for (int a = 0; a < NA; ++a) {
             if (n < C) {
               if (a < block_fill) zv(i0 + a, o) = z[a];
@@ -180,6 +213,7 @@ void node_forward(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step,
           for (int a = 0; a < NA; ++a) zz[a] = 0;
           block_fma(w + md.o_Wmt[l] + o, C, mo + k * C * NA, C, zz);
           block_fma(w + md.o_Wot[l] + o, C, mo + (KC + k * C) * NA, C, zz);
+          if (product) block_fma(w + md.o_Wpt[l] + o, C, hps + k * C * NA, C, zz);
           for (int a = 0; a < NA; ++a) {
             if (a < block_fill) zv(i0 + a, k * C + o) = zz[a];
             act[(k * C + o) * NA + a] = zz[a] * sigmoid(gs[((l - 1) * C + o) * NA + a]);

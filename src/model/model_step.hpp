@@ -59,6 +59,7 @@ template <class T, class ExecSpace>
 struct LayerViews {
   using Rows = model_detail::Rows<T, ExecSpace>;
   int weights = 0;
+  bool product = false;  // the layer has a product basis (ModelData::has_product)
   Rows h;         // input features (n_all)
   Rows m, o;      // message and attention sums (n_local)
   Rows z, gate;   // mix outputs and gate pre-activations

@@ -1,6 +1,8 @@
 // The model's weights on the device (ModelData, model.hpp): the model file's tensors packed into one array with the
 // transposed copies the kernels read, and the sparse Clebsch-Gordan table of its tensor products (docs/model.md).
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -81,6 +83,26 @@ void pack_weights(const ModelFile& file, ModelData<T, ExecSpace>& md) {
       md.o_Wot[l] = transposed("mix.Wo" + std::to_string(l), C, C);
     }
     for (int l = 0; l <= L; ++l) md.o_Wut[l] = transposed("update.Wu" + std::to_string(l), C, C);
+    if (hp.correlation == 2) {  // (the last layer: zeros of the same sizes, see ModelData)
+      const bool present = hp.has_product(t);
+      const int Q = count_symmetric_paths(L);
+      auto tensor_or_zeros = [&](const std::string& n, size_t size) {
+        const int off = static_cast<int>(host.size()) - base;
+        if (present) host.insert(host.end(), file.tensors.at(p + n).values.begin(), file.tensors.at(p + n).values.end());
+        else host.resize(host.size() + size, 0.0);
+        return off;
+      };
+      md.o_wq = tensor_or_zeros("product.wq", static_cast<size_t>(Q) * C);
+      for (int l = 0; l <= L; ++l) md.o_Wp[l] = tensor_or_zeros("product.Wp" + std::to_string(l), size_t(C) * C);
+      for (int l = 0; l <= L; ++l) {
+        md.o_Wpt[l] = static_cast<int>(host.size()) - base;
+        for (int c = 0; c < C; ++c)
+          for (int o = 0; o < C; ++o) {
+            const double v = host[base + md.o_Wp[l] + static_cast<size_t>(o) * C + c];
+            host.push_back(v);
+          }
+      }
+    }
     md.layer_size = static_cast<int>(host.size()) - base;
   }
   md.w = Kokkos::View<T*, ExecSpace>("bm_weights", host.size());
@@ -146,6 +168,82 @@ void build_cg_table(ModelData<T, ExecSpace>& md) {
   Kokkos::deep_copy(md.cg_coef, hc);
 }
 
+// The product basis's CG tables (ModelData::prod_*, adj_*): its symmetric paths q = (l1 <= l2, l3) in docs/model.md
+// path order, beta_q = sqrt((2 l3 + 1) / nq(l3)) folded into the coefficients.
+template <class T, class ExecSpace>
+void build_product_tables(ModelData<T, ExecSpace>& md) {
+  struct Entry {
+    int k1, k2, k3, q;
+    double coef;
+  };
+  const int L = md.L, K = md.K;
+  auto is_path = [](int l1, int l2, int l3) {
+    return l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0;
+  };
+  int nq[kMaxL + 1] = {};
+  for (int l1 = 0; l1 <= L; ++l1)
+    for (int l2 = l1; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3) nq[l3] += is_path(l1, l2, l3);
+  std::vector<Entry> entries;
+  int q = 0;
+  for (int l1 = 0; l1 <= L; ++l1)
+    for (int l2 = l1; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3) {
+        if (!is_path(l1, l2, l3)) continue;
+        const double beta = std::sqrt((2.0 * l3 + 1.0) / nq[l3]);
+        for (const auto& pi : kernels::cg::kPaths) {
+          if (pi.l1 != l1 || pi.l2 != l2 || pi.l3 != l3) continue;
+          for (int e = pi.offset; e < pi.offset + pi.count; ++e) {
+            const auto& en = kernels::cg::kEntries[e];
+            entries.push_back({l1 * l1 + en.i1, l2 * l2 + en.i2, l3 * l3 + en.i3, q, beta * en.value});
+          }
+        }
+        ++q;
+      }
+  // CSR tables: rows (key, x, y, q) grouped by key, appended to index (offsets, then the (x, y, q) rows) and coef
+  std::vector<int> index;
+  std::vector<double> coefs;
+  auto append_csr = [&](const std::vector<std::array<int, 4>>& rows, const std::vector<double>& coef, int* offsets_at,
+                        int* rows_at, int* coef_at) {
+    std::vector<size_t> order(rows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a][0] < rows[b][0]; });
+    *offsets_at = static_cast<int>(index.size());
+    std::vector<int> offsets(K + 1, 0);
+    for (const auto& r : rows) ++offsets[r[0] + 1];
+    for (int k = 0; k < K; ++k) offsets[k + 1] += offsets[k];
+    index.insert(index.end(), offsets.begin(), offsets.end());
+    *rows_at = static_cast<int>(index.size());
+    *coef_at = static_cast<int>(coefs.size());
+    for (size_t i : order) {
+      index.insert(index.end(), {rows[i][1], rows[i][2], rows[i][3]});
+      coefs.push_back(coef[i]);
+    }
+  };
+  std::vector<std::array<int, 4>> fwd, adj;
+  std::vector<double> fwd_coef, adj_coef;
+  for (const auto& e : entries) {
+    fwd.push_back({e.k3, e.k1, e.k2, e.q});
+    fwd_coef.push_back(e.coef);
+    // d(m_k1 m_k2)/dm: the k2 factor for the k1 row and the k1 factor for the k2 row (both rows where k1 == k2)
+    adj.push_back({e.k1, e.k2, e.k3, e.q});
+    adj.push_back({e.k2, e.k1, e.k3, e.q});
+    adj_coef.push_back(e.coef);
+    adj_coef.push_back(e.coef);
+  }
+  int fwd_offsets = 0, fwd_coef_at = 0;
+  append_csr(fwd, fwd_coef, &fwd_offsets, &md.prod_fwd_rows, &fwd_coef_at);
+  append_csr(adj, adj_coef, &md.prod_adj_offsets, &md.prod_adj_rows, &md.prod_adj_coef);
+  md.prod_index = Kokkos::View<int*, ExecSpace>("bm_product_index", index.size());
+  auto hi = Kokkos::create_mirror_view(md.prod_index);
+  for (size_t i = 0; i < index.size(); ++i) hi(i) = index[i];
+  Kokkos::deep_copy(md.prod_index, hi);
+  md.prod_coef = Kokkos::View<T*, ExecSpace>("bm_product_coef", coefs.size());
+  auto hc = Kokkos::create_mirror_view(md.prod_coef);
+  for (size_t i = 0; i < coefs.size(); ++i) hc(i) = T(coefs[i]);
+  Kokkos::deep_copy(md.prod_coef, hc);
+}
+
 template <class T, class ExecSpace>
 ModelData<T, ExecSpace> load_model_data(const ModelFile& file) {
   const ModelHyper& hp = file.hyper;
@@ -163,8 +261,10 @@ ModelData<T, ExecSpace> load_model_data(const ModelFile& file) {
   md.r_c = T(hp.r_c);
   md.inv_avg = T(1.0 / hp.avg_num_neighbors);
   md.energy_scale = T(hp.energy_scale);
+  md.correlation = hp.correlation;
   pack_weights(file, md);
   build_cg_table(md);
+  if (md.correlation == 2) build_product_tables(md);
   return md;
 }
 

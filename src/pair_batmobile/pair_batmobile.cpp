@@ -216,11 +216,12 @@ void PairBatmobile::report_model_file(const batmobile::ModelFile &mf, const char
   std::string species;
   for (const auto &s : mf.hyper.species) species += (species.empty() ? "" : " ") + s;
   utils::logmesg(lmp,
-                 "pair_coeff {}: {} '{}': {}; format version {}, written by batmobile {}; species {}, cutoff {} A\n",
+                 "pair_coeff {}: {} '{}': {}; format version {}, written by batmobile {}; species {}, cutoff {} A; "
+                 "L {}, C {}, T {}, correlation {}\n",
                  style_label(), role, mf.path, checked, mf.hyper.version,
                  mf.hyper.batmobile_version.empty() ? "(version not recorded)" : mf.hyper.batmobile_version, species,
-                 mf.hyper.r_c);
-  if (mf.hyper.version < batmobile::kFormatVersion)
+                 mf.hyper.r_c, mf.hyper.L, mf.hyper.C, mf.hyper.T, mf.hyper.correlation);
+  if (mf.hyper.version < batmobile::kHeaderChecksumVersion)
     error->warning(FLERR, "pair_coeff {}: {} '{}' is in model format version {}, {}, so {} would go unnoticed; upgrade "
                    "it with: python -m batmobile.export --upgrade {} NEW.pt", style_label(), role, mf.path,
                    mf.hyper.version,

@@ -63,7 +63,8 @@ def export_contract(model, path, header_overrides=None, drop=None, version=2, v1
     buffers = {}
     for name, t in list(model.named_parameters()) + [("E_ref", model.E_ref)]:
         buffers[name] = t.detach().to(torch.float64).clone()
-    for key in ["r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale", "min_distance"]:
+    keys = ["r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "avg_num_neighbors", "energy_scale", "min_distance"]
+    for key in keys + (["correlation"] if version >= 3 else []):
         buffers["meta." + key] = torch.tensor(float(getattr(hp, key)), dtype=torch.float64)
     header = {"format": "batmobile", "version": version, "species": list(hp.species), "units": "metal"}
     header.update(header_overrides or {})
@@ -105,17 +106,20 @@ def flip_weight_bit(path, out, name="layers.0.mix.Wm0"):
         f.write(bytes(blob))
 
 
-def make_model(T=2, seed=1234):
+def make_model(T=2, seed=1234, correlation=1):
     hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=2, C=8, T=T, NB=6, H=12, A=2, dk=4, Hr=8,
-                         avg_num_neighbors=12.0, energy_scale=0.7, min_distance=0.8)
+                         avg_num_neighbors=12.0, energy_scale=0.7, min_distance=0.8, correlation=correlation)
     model = BatmobileModel(hp, seed=seed)
     with torch.no_grad():
         model.E_ref.copy_(torch.tensor([-2.5, -0.4]))
-        # non-trivial biases and norm gains so that every term of the adjoint is exercised
+        # non-trivial biases and norm gains so that every term of the adjoint is exercised, and product-basis path
+        # weights of order 1 (they start small in training) so that its terms weigh in the comparison
         g = torch.Generator().manual_seed(99)
         for name, p in model.named_parameters():
             if name.endswith(("b1", "b0", "bg", "b2")) or ".norm.g" in name:
                 p.add_(0.3 * torch.randn(p.shape, generator=g))
+            if name.endswith("product.wq"):
+                p.copy_(torch.randn(p.shape, generator=g))
     return model
 
 
@@ -199,6 +203,20 @@ def main(outdir):
     pos, cell, pbc, species = configurations()["periodic"]
     write_ref(os.path.join(outdir, "ref_t1_periodic.txt"), pos, cell, pbc, species,
               reference(model1, pos, cell, pbc, species))
+    # the product basis (correlation 2, format version 3) in layers 0 and 1 of three, and its loader errors
+    model_c2 = make_model(T=3, seed=1357, correlation=2)
+    export_contract(model_c2, os.path.join(outdir, "model_c2_double.pt"), version=3)
+    for name, (pos, cell, pbc, species) in configurations().items():
+        write_ref(os.path.join(outdir, f"ref_c2_{name}.txt"), pos, cell, pbc, species,
+                  reference(model_c2, pos, cell, pbc, species))
+    export_contract(model_c2, os.path.join(outdir, "c2_missing_product.pt"), version=3,
+                    drop=["layers.1.product.Wp2"])
+    model_c2.hp.correlation = 3
+    export_contract(model_c2, os.path.join(outdir, "c2_correlation3.pt"), version=3)
+    model_c2.hp.correlation = 2
+    model_c2.hp.T = 1
+    export_contract(model_c2, os.path.join(outdir, "c2_one_layer.pt"), version=3)
+    model_c2.hp.T = 3
     pos, cell, pbc, species = leaver_configuration(model)
     write_ref(os.path.join(outdir, "ref_leaver.txt"), pos, cell, pbc, species, reference(model, pos, cell, pbc, species))
     python_package_fixtures(model, outdir)

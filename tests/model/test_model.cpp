@@ -226,10 +226,19 @@ TEST_P(ModelReference, ContinuousWhenMaxLogitNeighbourLeaves) {
 INSTANTIATE_TEST_SUITE_P(Backends, ModelReference, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
                          [](const auto& info) { return info.param == EdgeBackend::Fused ? "fused" : "reference"; });
 
-class ModelFiniteDifference : public ::testing::TestWithParam<EdgeBackend> {};
-TEST_P(ModelFiniteDifference, ForcesAndStrain) {
-  Model<double, Exec> model(load(), GetParam(), g_options, g_tuning);
-  Reference r = read_reference("periodic");
+// the product basis (correlation 2) in layers 0 and 1 of a three-layer model
+TEST_P(ModelReference, ProductBasis) {
+  for (const char* conf : {"c2_periodic", "c2_cluster"}) {
+    compare_with_reference<double>(conf, 1e-9, GetParam(), "model_c2_double.pt");
+    compare_with_reference<float>(conf, 1e-4, GetParam(), "model_c2_double.pt");
+  }
+}
+
+// Forces and virial against central differences of the energy, for `file` on the configuration `conf`.
+static void finite_difference_check(EdgeBackend backend, const std::string& file, const std::string& conf) {
+  SCOPED_TRACE(file);
+  Model<double, Exec> model(load(file), backend, g_options, g_tuning);
+  Reference r = read_reference(conf);
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const double h = 1e-5;
   double worst = 0, scale = 0;
@@ -267,13 +276,20 @@ TEST_P(ModelFiniteDifference, ForcesAndStrain) {
   }
 }
 
+class ModelFiniteDifference : public ::testing::TestWithParam<EdgeBackend> {};
+TEST_P(ModelFiniteDifference, ForcesAndStrain) {
+  finite_difference_check(GetParam(), "model_double.pt", "periodic");
+  finite_difference_check(GetParam(), "model_c2_double.pt", "c2_periodic");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ModelFiniteDifference, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
                          [](const auto& info) { return info.param == EdgeBackend::Fused ? "fused" : "reference"; });
 
-class ModelInvariance : public ::testing::TestWithParam<EdgeBackend> {};
-TEST_P(ModelInvariance, RotationTranslationPermutation) {
-  Model<double, Exec> model(load(), GetParam(), g_options, g_tuning);
-  Reference r = read_reference("cluster");
+// Energy invariance and force covariance under a rotation plus translation, and under reversing the atom order.
+static void invariance_check(EdgeBackend backend, const std::string& file, const std::string& conf) {
+  SCOPED_TRACE(file);
+  Model<double, Exec> model(load(file), backend, g_options, g_tuning);
+  Reference r = read_reference(conf);
   Evaluation ev = evaluate(model, r.pos, r.species, r.cell, r.pbc);
   const int n = static_cast<int>(r.species.size());
   // rotation about a generic axis plus translation
@@ -310,6 +326,12 @@ TEST_P(ModelInvariance, RotationTranslationPermutation) {
     EXPECT_NEAR(ev3.eatom[i], ev.eatom[n - 1 - i], 1e-11);
     for (int a = 0; a < 3; ++a) EXPECT_NEAR(ev3.forces[3 * i + a], ev.forces[3 * (n - 1 - i) + a], 1e-10);
   }
+}
+
+class ModelInvariance : public ::testing::TestWithParam<EdgeBackend> {};
+TEST_P(ModelInvariance, RotationTranslationPermutation) {
+  invariance_check(GetParam(), "model_double.pt", "cluster");
+  invariance_check(GetParam(), "model_c2_double.pt", "c2_cluster");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModelInvariance, ::testing::Values(EdgeBackend::Fused, EdgeBackend::Reference),
@@ -850,10 +872,20 @@ static void expect_load_error(const std::string& file, const std::string& fragme
 TEST(ModelLoader, Errors) {
   expect_load_error(g_ref_dir + "/does_not_exist.pt", "cannot open");
   expect_load_error(g_ref_dir + "/corrupt.pt", "not a readable TorchScript archive");
-  expect_load_error(g_ref_dir + "/bad_version.pt", "unsupported format version 99 (this build reads versions 1 to 2)");
+  expect_load_error(g_ref_dir + "/bad_version.pt", "unsupported format version 99 (this build reads versions 1 to 3)");
   expect_load_error(g_ref_dir + "/bad_format.pt", "not a Batmobile model");
   expect_load_error(g_ref_dir + "/bad_units.pt", "units 'real'");
   expect_load_error(g_ref_dir + "/missing_tensor.pt", "missing tensor 'layers.1.mix.Wo2'");
+  // format version 3 (the product basis): its tensors in every layer but the last, correlation 1 or 2
+  expect_load_error(g_ref_dir + "/c2_missing_product.pt", "missing tensor 'layers.1.product.Wp2'");
+  expect_load_error(g_ref_dir + "/c2_correlation3.pt", "hyperparameter correlation = 3");
+  expect_load_error(g_ref_dir + "/c2_one_layer.pt", "correlation 2 needs T >= 2");
+  const ModelFile c2 = load("model_c2_double.pt");
+  EXPECT_EQ(c2.hyper.version, 3);
+  EXPECT_EQ(c2.hyper.correlation, 2);
+  EXPECT_TRUE(c2.hyper.has_product(1));
+  EXPECT_FALSE(c2.hyper.has_product(2));
+  EXPECT_EQ(load().hyper.correlation, 1);
   ModelFile mf = load();
   EXPECT_EQ(mf.hyper.species, (std::vector<std::string>{"O", "H"}));
   EXPECT_EQ(map_species(mf.hyper, {"H", "NULL", "O"}), (std::vector<int>{1, -1, 0}));
