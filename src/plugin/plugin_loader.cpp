@@ -1,5 +1,6 @@
 // batmobileplugin.so, the file `plugin load` opens: checks that the running LAMMPS is the version the styles were
-// compiled for, then opens the styles (batmobile_styles.so beside it) and lets them register. The styles use
+// compiled for and does not have them compiled in, then opens the styles (batmobile_styles.so beside it) and lets
+// them register. The styles use
 // LAMMPS's C++ classes, whose layout and symbols change between versions, so loaded into another version they
 // could not even be opened; this file uses only LAMMPS's C library API, which is the same in every version.
 #include <dlfcn.h>
@@ -28,6 +29,19 @@ void stop(void *lmp, std::string message)
   lammps_command(lmp, "quit 1");
 }
 
+// Whether pair style batmobile is compiled into this LAMMPS: LAMMPS knows it and no loaded plugin provides it (a
+// plugin loaded again is LAMMPS's own business: dlopen returns the library already mapped).
+bool compiled_in(void *lmp)
+{
+  if (!lammps_has_style(lmp, "pair", "batmobile")) return false;
+  char style[64], name[64];
+  for (int i = 0; i < lammps_plugin_count(); ++i)
+    if (lammps_plugin_name(i, style, name, sizeof(style)) && std::string(style) == "pair" &&
+        std::string(name) == "batmobile")
+      return false;
+  return true;
+}
+
 std::string own_directory()
 {
   Dl_info info{};
@@ -46,6 +60,13 @@ extern "C" void lammpsplugin_init(void *lmp, void *handle, void *regfunc)
     stop(lmp, "batmobileplugin.so was built for LAMMPS " LAMMPS_VERSION " (" + std::to_string(BATMOBILE_LAMMPS_VERSION) +
                   "), but this LAMMPS is version " + std::to_string(running) +
                   ": build the plugin against the sources of this LAMMPS (docs/development.md)");
+    return;
+  }
+  // A second copy of the model and its kernels beside the compiled-in one is not supported (in CUDA builds its
+  // static initialisation corrupted the heap): the compiled-in styles are the same ones.
+  if (compiled_in(lmp)) {
+    stop(lmp, "pair style batmobile is compiled into this LAMMPS: use it without plugin load (batmobileplugin.so is "
+              "for a LAMMPS built without the Batmobile styles)");
     return;
   }
   const std::string path = own_directory() + "/" + kStylesFile;

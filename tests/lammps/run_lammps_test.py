@@ -159,8 +159,14 @@ def test_plugin(env):
     plugin = env.get("PLUGIN", "")
     if not os.path.isfile(plugin):
         fail(f"plugin {plugin} was not built")
-    rc, out = run_script(env["LMP"], f"plugin load {plugin}\nplugin list\n")
+    rc, out = run_script(env["LMP"], f"plugin load {plugin}\nplugin list\nprint 'after the plugin'\n")
     print(out)
+    if env.get("BUILTIN") == "ON":  # the styles are compiled in: the plugin refuses to load a second copy
+        expected = "ERROR: pair style batmobile is compiled into this LAMMPS: use it without plugin load"
+        if expected not in out or rc == 0 or "after the plugin" in out:
+            fail(f"expected LAMMPS to stop with '{expected} ...' (exit code {rc})")
+        print(f"PASS: a LAMMPS with the styles compiled in refuses the plugin with a clear error (exit code {rc})")
+        return
     if rc != 0:
         fail(f"lmp exited with {rc}")
     if "Loading plugin:" not in out:
