@@ -1,5 +1,6 @@
 """Reference data for the LAMMPS-level Batmobile tests: the seeded random model of tests/model (plus broken
-variants for the error tests) and float64 PyTorch results for the 216-water box (LAMMPS data file included).
+variants for the error tests) and float64 PyTorch results for the 216-water box (LAMMPS data file included); the
+same for a model with the product basis (correlation 2, format version 3): model_c2.pt and ref_water_c2.txt.
 
     PYTHONPATH=python /usr/bin/python3 tests/lammps/batmobile/make_lammps_reference.py OUTDIR
 """
@@ -11,7 +12,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "model"))
 import make_reference as mr  # noqa: E402  (tests/model/make_reference.py: model, exporter, reference)
-from batmobile.export import upgrade  # noqa: E402
+from batmobile.export import file_version, save_potential, upgrade  # noqa: E402
 
 # the copy in the example folder (also present on machines without /work/shared)
 WATER = os.path.join(HERE, "..", "..", "..", "examples", "lammps_inputs", "water216", "water216_start.lmp")
@@ -78,6 +79,7 @@ def main(outdir):
     species = types - 1  # type 1 = O = species 0, type 2 = H = species 1
     ref = mr.reference(model, pos, cell, (True, True, True), species)
     mr.write_ref(os.path.join(outdir, "ref_water.txt"), pos, cell, (True, True, True), species, ref)
+    write_product_basis_model(outdir, pos, cell, species)
     # oxygen only: what `pair_coeff * * batmobile model.pt O NULL` under pair_style hybrid must reproduce
     sel = species == 0
     ref_o = mr.reference(model, pos[sel], cell, (True, True, True), species[sel])
@@ -97,6 +99,24 @@ def main(outdir):
     sel = pos[:, 2] < 3.0
     write_data(os.path.join(outdir, "thin.data"), pos[sel], types[sel], thin, "thin box")
     print("wrote", outdir)
+
+
+def write_product_basis_model(outdir, pos, cell, species):
+    """The product basis (correlation 2, docs/model.md step 3) through LAMMPS: the C++ model tests' correlation-2
+    model (tests/model/make_reference.py, model_c2_double.pt: three layers, so that layers 0 and 1 carry the product
+    basis and the ghost features pass through it twice) written by the package's exporter (format version 3, as
+    users get it) as model_c2.pt, and its float64 PyTorch reference on the displaced water box as ref_water_c2.txt.
+    Its path weights wq are of order 1 (make_model; they start small in training): without the product basis the
+    forces differ by about 5e-2 of their largest value, the energy by 7e-5, far above the tests' 1e-9."""
+    model = mr.make_model(T=3, seed=1357, correlation=2)
+    wq = [p.detach().abs().max().item() for name, p in model.named_parameters() if name.endswith("product.wq")]
+    if len(wq) != 2 or min(wq) < 0.5 or file_version(model.hp) != 3:
+        raise RuntimeError(f"the correlation-2 test model should have product weights wq of order 1 in its first two "
+                           f"layers and be written as format version 3 (max |wq| per layer {wq}, version "
+                           f"{file_version(model.hp)})")
+    save_potential(model, os.path.join(outdir, "model_c2.pt"))
+    ref = mr.reference(model, pos, cell, (True, True, True), species)
+    mr.write_ref(os.path.join(outdir, "ref_water_c2.txt"), pos, cell, (True, True, True), species, ref)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """LAMMPS-level tests of pair_style batmobile (and batmobile/kk), run by CTest through the built lmp.
 
-    run_batmobile_test.py --build LAMMPS_BUILD_DIR --ref REFDIR TEST [ARGS]
+    run_batmobile_test.py --build LAMMPS_BUILD_DIR --ref REFDIR [--model c2] TEST [ARGS]
 
 REFDIR is written by make_lammps_reference.py (model file, water data, float64 PyTorch reference).
+--model c2: the reference test with the product-basis model (correlation 2, format version 3, three layers: model_c2.pt
+and ref_water_c2.txt) instead of model.pt (correlation 1, format version 2, two layers).
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
-                      stress/atom; sum of pe/atom == pe. VARIANT: double | single | reference_kernels | kk | kk_single |
+                      stress/atom; sum of pe/atom == pe; the pair_coeff line names the model's format version,
+                      L, C, T and correlation. VARIANT: double | single | reference_kernels | kk | kk_single |
                       kk_reference_kernels | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
                       | device_cuda | device_cuda_single | device_cuda_mpi2 (pair_style batmobile device cuda: a build
                       whose styles' Kokkos has CUDA, e.g. scripts/build_lammps.sh --lammps 2025 --backend cuda)
@@ -59,16 +62,25 @@ def fail(msg):
     sys.exit(1)
 
 
+# the reference models of make_lammps_reference.py: (model file, reference set ref_<name>.txt, what the pair_coeff line
+# says of it after the written-by part)
+MODELS = {
+    "default": ("model.pt", "water", "format version 2", "species O H, cutoff 4 A; L 2, C 8, T 2, correlation 1"),
+    "c2": ("model_c2.pt", "water_c2", "format version 3", "species O H, cutoff 4 A; L 2, C 8, T 3, correlation 2"),
+}
+
+
 class Env:
-    def __init__(self, build, ref):
+    def __init__(self, build, ref, model="default"):
         envf = os.path.join(build or "", "batmobile-build.env")
         if not build or not os.path.isfile(envf):
             skip(f"no LAMMPS build (batmobile-build.env) in '{build}'; run scripts/build_lammps.sh")
         self.vars = dict(l.strip().split("=", 1) for l in open(envf) if "=" in l)
         self.lmp = self.vars["LMP"]
         self.ref = ref
-        if not os.path.isfile(os.path.join(ref, "model.pt")):
-            fail(f"no reference data in {ref}")
+        self.model, self.ref_name, self.model_version, self.model_summary = MODELS[model]
+        if not os.path.isfile(os.path.join(ref, self.model)):
+            fail(f"no reference data ({self.model}) in {ref}")
 
     @property
     def stock(self):
@@ -367,10 +379,11 @@ def test_reference(env, variant):
         if not os.path.isfile(env.vars.get("PLUGIN", "")):
             skip("no batmobileplugin.so in this build")
         kw["plugin"] = True
-    got = observe(env, **kw)
-    want = read_ref(env)
+    got = observe(env, model=env.model, **kw)
+    want = read_ref(env, env.ref_name)
     ok = compare(variant, got, want, tol)
     kk = kw.get("kokkos") or kw.get("gpu")
+    ok &= check_model_line(env, got["log"], "batmobile/kk" if kk else "batmobile")
     device = "cuda" if variant.startswith("device_cuda") else None
     on_gpu = runs_on_gpu(env, kw.get("kokkos", False), kw.get("gpu", False)) or device == "cuda"
     ok &= check_launch_line(got["log"], "batmobile/kk" if kk else "batmobile", kw.get("kernels") == "reference",
@@ -381,6 +394,17 @@ def test_reference(env, variant):
     if not ok:
         fail(f"reference comparison ({variant})")
     print("PASS")
+
+
+def check_model_line(env, log, style):
+    """pair_coeff logs the model file once with its format version, the Batmobile that wrote it (make_lammps_reference
+    writes or upgrades every reference model with the package's exporter), species, cutoff and hyperparameters."""
+    path = os.path.join(env.ref, env.model)
+    want = f"; {env.model_version}, written by batmobile {VERSION}; {env.model_summary}"
+    lines = [ln for ln in log.splitlines() if ln.startswith(f"pair_coeff {style}: model file '{path}': ")]
+    ok = len(lines) == 1 and lines[0].endswith(want)
+    print(f"  pair_coeff line {'ok' if ok else f'WRONG (expected one ending with {want!r})'}: {lines}")
+    return ok
 
 
 def test_mixed(env, variant):
@@ -1079,10 +1103,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="")
     ap.add_argument("--ref", required=True)
+    ap.add_argument("--model", choices=sorted(MODELS), default="default",
+                    help="the reference model of the reference test (c2: correlation 2)")
     ap.add_argument("test")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
-    env = Env(a.build, a.ref)
+    if a.model != "default" and a.test != "reference":
+        ap.error(f"--model {a.model} is for the reference test only")
+    env = Env(a.build, a.ref, a.model)
     {"reference": lambda: test_reference(env, *(a.args or ["double"])), "ranks": lambda: test_ranks(env),
      "kk": lambda: test_kk(env), "fd": lambda: test_fd(env), "errors": lambda: test_errors(env),
      "nve": lambda: test_nve(env), "keywords": lambda: test_keywords(env), "checksum": lambda: test_checksum(env),
