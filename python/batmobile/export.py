@@ -199,12 +199,29 @@ def verify(path: str, buffers: Dict[str, torch.Tensor], stored: bytes) -> Tuple[
     return header, "header and weights"
 
 
+def _stated_hyperparameters(header: Dict, buffers: Dict[str, torch.Tensor]) -> Dict:
+    """The hyperparameters a model file states: the header's "hyperparameters" object (this package's exporter
+    writes one), else, as docs/model.md defines the file, the meta.<key> numbers, falling back to the header's
+    top-level numbers, and the header's species."""
+    if "hyperparameters" in header:
+        return dict(header["hyperparameters"])
+    out = {"species": header.get("species")}
+    for key, kind in ((k, type(v)) for k, v in Hyperparameters().to_dict().items()):
+        if key in ("species", "correlation"):
+            continue
+        meta = buffers.get("meta." + key)
+        value = meta.item() if meta is not None and meta.numel() == 1 else header.get(key)
+        if value is not None:
+            out[key] = int(value) if kind is int and float(value).is_integer() else value
+    return out
+
+
 def model_of_file(path: str, header: Dict, buffers: Dict[str, torch.Tensor]) -> BatmobileModel:
     """The (float64, not yet loaded) model that a verified model file's hyperparameters describe, checked against
-    its tensors; ValueError (one message) where they disagree. Version 3: meta.correlation, 1 or 2, decides the correlation (the header, where it names one,
-    must agree); versions 1 and 2 mean correlation 1. Every parameter tensor the hyperparameters call for (with
-    correlation 2 the product basis's layers.<t>.product.wq (Q, C) and product.Wp<l> (C, C)) must be there with
-    its shape, and no other."""
+    its tensors; ValueError (one message) where they disagree. Version 3: meta.correlation, 1 or 2, decides the
+    correlation (the header, where it names one, must agree); versions 1 and 2 mean correlation 1. Every parameter
+    tensor the hyperparameters call for (with correlation 2 the product basis's layers.<t>.product.wq (Q, C) and
+    product.Wp<l> (C, C)) must be there with its shape, and no other."""
     stated = header.get("hyperparameters", {}).get("correlation", header.get("correlation"))
     if header["version"] >= VERSION_PRODUCT:
         meta = buffers.get("meta.correlation")
@@ -225,7 +242,7 @@ def model_of_file(path: str, header: Dict, buffers: Dict[str, torch.Tensor]) -> 
             raise ValueError(f"{path}: a format-version-{header['version']} file with a correlation (only version 3 "
                              f"files have one); re-export the model file")
     try:
-        hp = Hyperparameters.from_dict(dict(header["hyperparameters"], correlation=correlation))
+        hp = Hyperparameters.from_dict(dict(_stated_hyperparameters(header, buffers), correlation=correlation))
         model = BatmobileModel(hp).double()   # float64 before loading: never round the stored weights
         expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     except (KeyError, TypeError, ValueError) as e:

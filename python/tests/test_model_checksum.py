@@ -64,12 +64,15 @@ def rewrite_header(path, out, change):
     torch.jit.save(root, out)
 
 
-def write_v1(path, checksum=True):
+def write_v1(path, checksum=True, header_hyperparameters=True):
     """The small model as the version-1 exporter wrote it: header without "batmobile_version", meta.version 1, and
-    the tensors-only checksum (or none)."""
+    the tensors-only checksum (or none). header_hyperparameters=False: without the header's "hyperparameters"
+    object either, as docs/model.md defines the file (the numbers are the meta.<key> buffers)."""
     root = export.build_export_module(small_model())
     header = json.loads(bytes(root.meta.header_json.tolist()).decode())
     del header["checksum"], header["batmobile_version"]
+    if not header_hyperparameters:
+        del header["hyperparameters"]
     header["version"] = 1
     root.meta.version = torch.tensor(1.0, dtype=torch.float64)
     if checksum:
@@ -210,6 +213,11 @@ def test_upgrade_of_a_file_without_checksum_and_of_a_damaged_one(tmp_path):
         load_potential(bare)
     upgrade(bare, str(tmp_path / "bare2.pt"))
     load_potential(str(tmp_path / "bare2.pt"))
+    # a file with the hyperparameters only as meta.<key> numbers (docs/model.md) upgrades and loads the same model
+    minimal = str(tmp_path / "minimal.pt")
+    write_v1(minimal, checksum=False, header_hyperparameters=False)
+    upgrade(minimal, str(tmp_path / "minimal2.pt"))
+    assert load_potential(str(tmp_path / "minimal2.pt")).hp == load_potential(str(tmp_path / "bare2.pt")).hp
     write_v1(str(tmp_path / "v1.pt"))
     flip_bit(str(tmp_path / "v1.pt"), flipped, "layers.0.mix.Wm0")
     with pytest.raises(ValueError, match="the weights are corrupted or altered.*not written"):
