@@ -11,7 +11,7 @@ Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
                       stress/atom; sum of pe/atom == pe; the pair_coeff line names the model's format version,
                       L, C, T and correlation. VARIANT: double | single | reference_kernels | kk | kk_single |
-                      kk_reference_kernels | kk_mpi2 | mpi2 | mpi4 | plugin | gpu | gpu_single | gpu_reference (-k on g 1)
+                      kk_reference_kernels | kk_mpi2 | mpi2 | mpi4 | gpu | gpu_single | gpu_reference (-k on g 1)
                       | device_cuda | device_cuda_single | device_cuda_mpi2 (pair_style batmobile device cuda: a build
                       whose styles' Kokkos has CUDA, e.g. scripts/build_lammps.sh --lammps 2025 --backend cuda)
   ranks               run 0 on 1, 2 and 4 MPI ranks agree to 1e-10 (relative)
@@ -375,10 +375,6 @@ def test_reference(env, variant):
         kw["kernels"] = "reference"
     if variant.endswith("newton_off"):  # batmobile/kk on one rank: the model folds the images' forces itself
         kw["extra_pre"] = "newton off"
-    if variant == "plugin":  # the styles from batmobileplugin.so (they override the built-in ones)
-        if not os.path.isfile(env.vars.get("PLUGIN", "")):
-            skip("no batmobileplugin.so in this build")
-        kw["plugin"] = True
     got = observe(env, model=env.model, **kw)
     want = read_ref(env, env.ref_name)
     ok = compare(variant, got, want, tol)
