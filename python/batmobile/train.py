@@ -43,7 +43,7 @@ from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, Batcher, DataError,
     species_in_order
 from .evaluate import metrics, parity_plots, predict, stress_metrics
 from .io_utils import InputError, load_checkpoint
-from .model import BatmobileModel, Hyperparameters, evaluate_structure
+from .model import BatmobileModel, Hyperparameters, evaluate_structure, scale_product_basis
 from .sources import prepare, read_sources
 
 # options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
@@ -348,16 +348,28 @@ class Trainer:
         model = BatmobileModel(hp, seed=args.seed)
         model.E_ref.copy_(torch.tensor(stats["E_ref"]))
         self.model = model.to(device=device, dtype=dtype)
+        self.batcher = Batcher(train, dtype, device)
+        if hp.correlation == 2:   # (before the optimizer and the EMA see the weights; a resume overwrites them)
+            self.scale_product_basis()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
         self.ema = EMA(self.model, args.ema)
         self.order = DataOrder(len(train), args.seed)
-        self.batcher = Batcher(train, dtype, device)
         self.step, self.elapsed_before, self.curve, self.commands = 0, 0.0, new_curve(), []
         # on-device sums: the curve's loss since its last point; loss, |dE/N| and dF^2 since the last progress line
         self.curve_sum, self.curve_steps = torch.zeros((), dtype=torch.float64, device=device), 0
         self.log_sum = torch.zeros(3, dtype=torch.float64, device=device)
         self.log_steps = self.log_frames = self.log_components = 0
         self.pending_points = []   # curve points whose loss is still on the device
+
+    def scale_product_basis(self):
+        """The product basis's initial strength from the data: RMS(p) = 0.1 RMS(m) on the first (up to) four
+        training frames (model.scale_product_basis), so that it starts as a small but not a negligible term."""
+        batch = self.batcher(list(range(min(4, len(self.train)))))
+        cell = batch["cell"][batch["frame_of_edge"]]
+        pos = batch["positions"]
+        edge_vec = pos[batch["sender"]] - pos[batch["receiver"]] + torch.einsum(
+            "ek,ekl->el", batch["shifts"].to(pos.dtype), cell)
+        scale_product_basis(self.model, batch["species"], edge_vec, batch["sender"], batch["receiver"])
 
     def load(self, ckpt):
         self.model.load_state_dict(ckpt["model"])

@@ -16,7 +16,8 @@ import torch
 from batmobile import cli, export, train
 from batmobile.export import build_export_module, load_potential, read_header, save_potential, upgrade
 from batmobile.io_utils import InputError, load_checkpoint, load_model_file
-from batmobile.model import BatmobileModel, Hyperparameters, ProductBasis, evaluate_structure
+from batmobile.model import (BatmobileModel, Hyperparameters, ProductBasis, evaluate_structure,
+                             scale_product_basis)
 from batmobile.neighbors import neighbor_list
 from batmobile.so3 import clebsch_gordan, wigner_D_from_sh
 from conftest import REPO, compute, random_model
@@ -345,6 +346,31 @@ def test_bad_version_3_files_are_refused(tmp_path, edit, message):
     with pytest.raises(ValueError, match=message):
         upgrade(path, str(tmp_path / "out.pt"))
     assert not os.path.exists(tmp_path / "out.pt")
+
+
+def test_scale_product_basis_sets_the_starting_strength(system):
+    """scale_product_basis: afterwards RMS(p) = fraction RMS(m) in every product layer (layer 0, then layer 1, whose
+    input the first scaling changed), on the same atoms; only the wq tensors change."""
+    model = random_model(T=3, correlation=2)
+    pos, spc, cell = system
+    s, r, sh = neighbor_list(pos, cell, model.hp.r_c)
+    sender, receiver = torch.as_tensor(s), torch.as_tensor(r)
+    x = torch.as_tensor(pos)
+    edge_vec = x[sender] - x[receiver] + torch.as_tensor(sh, dtype=torch.float64) @ torch.as_tensor(cell)
+    species = torch.as_tensor(spc)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    factors = scale_product_basis(model, species, edge_vec, sender, receiver, fraction=0.25)
+    assert len(factors) == 2 and all(f > 0 and f != 1.0 for f in factors)
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert sorted(changed) == ["layers.0.product.wq", "layers.1.product.wq"]
+    for layer in model.layers[:2]:
+        seen = {}
+        hook = layer.product.register_forward_hook(lambda mod, inp, out: seen.update(m=inp[0], p=out))
+        with torch.no_grad():
+            model.atomic_energies(species, edge_vec, sender, receiver)
+        hook.remove()
+        ratio = (seen["p"].pow(2).mean().sqrt() / seen["m"].pow(2).mean().sqrt()).item()
+        assert abs(ratio - 0.25) < 1e-12, ratio
 
 
 # --- the trainer ------------------------------------------------------------------------------------------------
