@@ -339,6 +339,25 @@ def resolve_resume(args, given, ckpt):
     return overridden
 
 
+# The options that define the model's shape: a resumed run keeps its checkpoint's (its weights fit no other).
+ARCHITECTURE_OPTIONS = ("r_c", "L", "C", "T", "NB", "H", "A", "dk", "Hr", "correlation")
+
+
+def check_resumed_architecture(args, given, ckpt, ckpt_path):
+    """The checkpoint's architecture into args; InputError where the command line asks for another one."""
+    hp = dict(ckpt["hyperparameters"])
+    hp.setdefault("correlation", 1)   # checkpoints from before the option
+    for name in ARCHITECTURE_OPTIONS:
+        if name not in hp:
+            continue
+        if name not in given:
+            setattr(args, name, hp[name])
+        elif getattr(args, name) != hp[name]:
+            raise InputError(f"--resume --{name} {getattr(args, name)}: {ckpt_path} is a run with --{name} "
+                             f"{hp[name]}, whose weights cannot continue as another model; resume without --{name}, "
+                             f"or start a new run in another --out directory")
+
+
 class Trainer:
     """Model, optimizer, EMA, data order and curve of one run; save() / load() cover everything a resume needs."""
 
@@ -555,11 +574,7 @@ def main(argv=None):
                 raise InputError(f"--resume: {ckpt_path} has no {key!r} entry: not a checkpoint of batmobile.train "
                                  f"that can be resumed; start a new run in another --out directory")
         overridden = resolve_resume(args, given, ckpt)
-        stored = ckpt["hyperparameters"].get("correlation", 1)   # checkpoints from before the option: 1
-        if args.correlation != stored:
-            raise InputError(f"--resume --correlation {args.correlation}: {ckpt_path} is a run with --correlation "
-                             f"{stored}, whose weights cannot continue as another model; resume without "
-                             f"--correlation, or start a new run in another --out directory")
+        check_resumed_architecture(args, given, ckpt, ckpt_path)
     check_args(args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)

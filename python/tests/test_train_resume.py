@@ -133,3 +133,20 @@ def test_schedule_functions():
     assert train.energy_weight(args, 0.7) == 1.0
     args.energy_weight_final = 3.0
     assert abs(train.energy_weight(args, 0.5) - 2.0) < 1e-12
+
+
+def test_resume_keeps_the_architecture(data_root, tmp_path, capsys):
+    """A resumed run keeps its checkpoint's architecture: another --L, --C, ... is one error line (the weights fit
+    no other model); a run option such as --steps may change, and the log says so."""
+    from batmobile import cli
+    out = str(tmp_path / "run")
+    train.main(run_options(data_root) + CALL_OPTIONS + ["--out", out, "--steps", "4", "--chunk-steps", "2"])
+    capsys.readouterr()
+    for option, value, stored in (("--C", "8", "4"), ("--L", "1", "2"), ("--r_c", "4.0", "3.0")):
+        assert cli.train(["--data", data_root, "--out", out, "--resume", option, value] + CALL_OPTIONS) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: --resume {option} {value}:"), err
+        assert f"a run with {option} {stored}," in err[0] and "start a new run" in err[0]
+    train.main(["--data", data_root, "--out", out, "--resume", "--steps", "6"] + CALL_OPTIONS)
+    assert load_checkpoint(os.path.join(out, "checkpoint.pt"))["step"] == 6
+    assert "resume overrides the checkpoint's --steps 6" in open(os.path.join(out, "log.txt")).read()
