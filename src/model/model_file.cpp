@@ -412,6 +412,12 @@ void validate_model_file(ModelFile& mf, const std::string& header_json) {
   if (h.C % h.A != 0) throw std::runtime_error(where + "C must be a multiple of A");
   // version 3 names the body order of the node update; older files have none (correlation 1)
   h.correlation = h.version >= 3 ? integer("correlation", 1, 2) : 1;
+  if (const JsonValue* stated = field("correlation"); h.version >= 3 && stated && stated->kind == JsonValue::Number &&
+                                                       stated->number != h.correlation)
+    throw std::runtime_error(where + "the header says correlation " +
+                             (stated->number == std::floor(stated->number) ? std::to_string(int64_t(stated->number))
+                                                                          : std::to_string(stated->number)) +
+                             ", meta.correlation says " + std::to_string(h.correlation) + "; re-export the model file");
   if (h.correlation == 2 && h.T < 2)
     throw std::runtime_error(where + "correlation 2 needs T >= 2 (the last layer has no product basis)");
 

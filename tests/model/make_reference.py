@@ -211,6 +211,7 @@ def main(outdir):
                   reference(model_c2, pos, cell, pbc, species))
     export_contract(model_c2, os.path.join(outdir, "c2_missing_product.pt"), version=3,
                     drop=["layers.1.product.Wp2"])
+    export_contract(model_c2, os.path.join(outdir, "c2_header_disagrees.pt"), {"correlation": 1}, version=3)
     model_c2.hp.correlation = 3
     export_contract(model_c2, os.path.join(outdir, "c2_correlation3.pt"), version=3)
     model_c2.hp.correlation = 2

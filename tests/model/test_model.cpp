@@ -879,6 +879,7 @@ TEST(ModelLoader, Errors) {
   // format version 3 (the product basis): its tensors in every layer but the last, correlation 1 or 2
   expect_load_error(g_ref_dir + "/c2_missing_product.pt", "missing tensor 'layers.1.product.Wp2'");
   expect_load_error(g_ref_dir + "/c2_correlation3.pt", "hyperparameter correlation = 3");
+  expect_load_error(g_ref_dir + "/c2_header_disagrees.pt", "the header says correlation 1, meta.correlation says 2");
   expect_load_error(g_ref_dir + "/c2_one_layer.pt", "correlation 2 needs T >= 2");
   const ModelFile c2 = load("model_c2_double.pt");
   EXPECT_EQ(c2.hyper.version, 3);

@@ -624,8 +624,6 @@ def test_kk(env):
             continue
         b = observe(env, kokkos=True, threads=2, style=style)
         ok &= compare(f"{style} vs batmobile", b, a, 1e-10)
-    # the team-parallel graph build (count + ordered team scan) with 2 threads per atom, as on GPUs with 32: the
-    # same edges in the same order as with one thread per atom (so bitwise equal results on host builds)
     if not ok:
         fail("batmobile/kk differs from batmobile")
     print("PASS")
