@@ -22,13 +22,16 @@
 #     --cuda-arch sm_NN         GPU architecture (default sm_90: H100, H200)
 #     --kernel-bench            also the kernel benchmark (fused kernels and e3nn on random graphs)
 #     --plugin                  also the stock LAMMPS + plugin build, for the LAMMPS-level tests
+#     --stock-only              only the stock LAMMPS + plugin (what users run): its LAMMPS-level tests, no built-in
+#                               build, so no MD benchmark (it runs on the built-in styles) and no lammps_builtin tests
 set -uo pipefail
-usage() { sed -n '17,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '17,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 KTESTS="test_interaction test_sh_cg test_eaas"; CASES=; POT=potentials/water_fast.pt; DEADLINE=570; ARCH=sm_90
-KBENCH=0; PLUGIN=0
+KBENCH=0; PLUGIN=0; STOCK_ONLY=0
 while [ $# -gt 1 ]; do
   [ "$1" = --kernel-bench ] && { KBENCH=1; shift; continue; }
   [ "$1" = --plugin ] && { PLUGIN=1; shift; continue; }
+  [ "$1" = --stock-only ] && { STOCK_ONLY=1; PLUGIN=1; shift; continue; }
   case "$1" in
     --kernel-tests) KTESTS=$2;; --md-cases) CASES=$2;; --potential) POT=$2;; --deadline) DEADLINE=$2;;
     --cuda-arch) ARCH=$2;;
@@ -94,7 +97,7 @@ wait_for() {
   cp "$STATE/$1.log" "$OUT/build_$1.log" 2>/dev/null
   [ -f "$STATE/$1.ok" ] || { say "$1: build failed (build_$1.log)"; return 1; }
 }
-STEPS="builtin$([ $PLUGIN = 1 ] && echo " stock")$([ -n "$KTARGETS" ] && echo " kernels")"
+STEPS="$([ $STOCK_ONLY = 1 ] || echo "builtin ")$([ $PLUGIN = 1 ] && echo "stock")$([ -n "$KTARGETS" ] && echo " kernels")"
 if [ -f "$STATE/running" ] && pgrep -f "gpu_check_builds $ARCH" > /dev/null; then
   say "builds of an earlier call still running: waiting for them"
 else
@@ -102,14 +105,21 @@ else
   export -f builds configure_cuda_tree build_jobs log; export STATE KB KTARGETS ARCH LV BATMOBILE_CACHE
   setsid bash -c "builds $STEPS; rm -f '$STATE/running'" gpu_check_builds "$ARCH" < /dev/null > /dev/null 2>&1 &
 fi
-wait_for builtin || exit 1
-LAMMPS_BUILD=$(cat "$STATE/builtin.ok")
-STOCK_BUILD=$LAMMPS_BUILD
-source "$LAMMPS_BUILD/batmobile-build.env"
-say "LAMMPS built ($LAMMPS_BUILD)"
-# every build done before the benchmark, so that no compiler shares the host with its timings
-if [ $PLUGIN = 1 ]; then
-  if wait_for stock; then STOCK_BUILD=$(cat "$STATE/stock.ok"); else rc=1; fi
+if [ $STOCK_ONLY = 1 ]; then
+  wait_for stock || exit 1
+  LAMMPS_BUILD= STOCK_BUILD=$(cat "$STATE/stock.ok")
+  say "stock LAMMPS and plugin built ($STOCK_BUILD); no built-in build: no MD benchmark, no lammps_builtin tests"
+  CASES=none
+else
+  wait_for builtin || exit 1
+  LAMMPS_BUILD=$(cat "$STATE/builtin.ok")
+  STOCK_BUILD=$LAMMPS_BUILD
+  source "$LAMMPS_BUILD/batmobile-build.env"
+  say "LAMMPS built ($LAMMPS_BUILD)"
+  # every build done before the benchmark, so that no compiler shares the host with its timings
+  if [ $PLUGIN = 1 ]; then
+    if wait_for stock; then STOCK_BUILD=$(cat "$STATE/stock.ok"); else rc=1; fi
+  fi
 fi
 if [ -n "$KTARGETS" ]; then
   wait_for kernels || { rc=1; KTESTS=none; KBENCH=0; }
