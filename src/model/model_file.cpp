@@ -321,7 +321,7 @@ int count_paths_from(int L, bool symmetric) {
   for (int l1 = 0; l1 <= L; ++l1)
     for (int l2 = symmetric ? l1 : 0; l2 <= L; ++l2)
       for (int l3 = 0; l3 <= L; ++l3)
-        if (l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0) ++n;
+        n += is_natural_parity_path(l1, l2, l3);
   return n;
 }
 }  // namespace

@@ -83,6 +83,10 @@ std::string model_checksum(const std::string& canonical_header, std::vector<RawT
 // stored digits; false (nothing set) where the text does not end so.
 bool split_header(const std::string& stored, std::string* canonical, std::string* hex);
 
+// Whether (l1, l2, l3) is a natural-parity coupling path: triangle rule and l1 + l2 + l3 even.
+inline bool is_natural_parity_path(int l1, int l2, int l3) {
+  return l3 >= (l1 > l2 ? l1 - l2 : l2 - l1) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0;
+}
 // Number of natural-parity paths (l1, l2, l3) with all l <= L.
 int count_paths(int L);
 // Number of those with l1 <= l2: the product basis's symmetric paths.

@@ -85,22 +85,16 @@ void pack_weights(const ModelFile& file, ModelData<T, ExecSpace>& md) {
     for (int l = 0; l <= L; ++l) md.o_Wut[l] = transposed("update.Wu" + std::to_string(l), C, C);
     if (hp.correlation == 2) {  // (the last layer: zeros of the same sizes, see ModelData)
       const bool present = hp.has_product(t);
-      const int Q = count_symmetric_paths(L);
-      auto tensor_or_zeros = [&](const std::string& n, size_t size) {
+      auto zeros = [&](size_t size) {
         const int off = static_cast<int>(host.size()) - base;
-        if (present) host.insert(host.end(), file.tensors.at(p + n).values.begin(), file.tensors.at(p + n).values.end());
-        else host.resize(host.size() + size, 0.0);
+        host.resize(host.size() + size, 0.0);
         return off;
       };
-      md.o_wq = tensor_or_zeros("product.wq", static_cast<size_t>(Q) * C);
-      for (int l = 0; l <= L; ++l) md.o_Wp[l] = tensor_or_zeros("product.Wp" + std::to_string(l), size_t(C) * C);
+      md.o_wq = present ? rel("product.wq") : zeros(static_cast<size_t>(count_symmetric_paths(L)) * C);
       for (int l = 0; l <= L; ++l) {
-        md.o_Wpt[l] = static_cast<int>(host.size()) - base;
-        for (int c = 0; c < C; ++c)
-          for (int o = 0; o < C; ++o) {
-            const double v = host[base + md.o_Wp[l] + static_cast<size_t>(o) * C + c];
-            host.push_back(v);
-          }
+        const std::string n = "product.Wp" + std::to_string(l);
+        md.o_Wp[l] = present ? rel(n) : zeros(size_t(C) * C);
+        md.o_Wpt[l] = present ? transposed(n, C, C) : zeros(size_t(C) * C);
       }
     }
     md.layer_size = static_cast<int>(host.size()) - base;
@@ -116,90 +110,80 @@ void pack_weights(const ModelFile& file, ModelData<T, ExecSpace>& md) {
 
 }
 
-// Sparse CG table for the natural-parity paths of degree <= md.L, in docs/model.md path order, alpha_p folded in.
-template <class T, class ExecSpace>
-void build_cg_table(ModelData<T, ExecSpace>& md) {
-  const int L = md.L, P = md.P;
+// One non-zero of a path's Clebsch-Gordan tensor: components k1 (l1, m1), k2 (l2, m2) -> k3 (l3, m3), the path's
+// index in its set and its coefficient with the path factor sqrt((2 l3 + 1) / n(l3)) folded in (n(l3): the set's
+// paths with that output degree; alpha_p for the tensor products, beta_q for the product basis).
+struct CouplingEntry {
+  int k1, k2, k3, path;
+  double coef;
+};
+
+// The non-zeros of the natural-parity paths of degree <= L in docs/model.md path order; symmetric: only l1 <= l2
+// (the product basis's paths).
+inline std::vector<CouplingEntry> coupling_entries(int L, bool symmetric) {
   int n3[kMaxL + 1] = {};
   for (int l1 = 0; l1 <= L; ++l1)
-    for (int l2 = 0; l2 <= L; ++l2)
-      for (int l3 = 0; l3 <= L; ++l3)
-        if (l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0) ++n3[l3];
-  std::vector<int> k1, k2, k3, path;
-  std::vector<double> coef;
+    for (int l2 = symmetric ? l1 : 0; l2 <= L; ++l2)
+      for (int l3 = 0; l3 <= L; ++l3) n3[l3] += is_natural_parity_path(l1, l2, l3);
+  std::vector<CouplingEntry> entries;
   int p = 0;
   for (int l1 = 0; l1 <= L; ++l1)
-    for (int l2 = 0; l2 <= L; ++l2)
+    for (int l2 = symmetric ? l1 : 0; l2 <= L; ++l2)
       for (int l3 = 0; l3 <= L; ++l3) {
-        if (!(l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0)) continue;
-        const double alpha = std::sqrt((2.0 * l3 + 1.0) / n3[l3]);
+        if (!is_natural_parity_path(l1, l2, l3)) continue;
+        const double factor = std::sqrt((2.0 * l3 + 1.0) / n3[l3]);
         bool found = false;
         for (const auto& pi : kernels::cg::kPaths) {
           if (pi.l1 != l1 || pi.l2 != l2 || pi.l3 != l3) continue;
           found = true;
           for (int e = pi.offset; e < pi.offset + pi.count; ++e) {
             const auto& en = kernels::cg::kEntries[e];
-            k1.push_back(l1 * l1 + en.i1);
-            k2.push_back(l2 * l2 + en.i2);
-            k3.push_back(l3 * l3 + en.i3);
-            path.push_back(p);
-            coef.push_back(alpha * en.value);
+            entries.push_back({l1 * l1 + en.i1, l2 * l2 + en.i2, l3 * l3 + en.i3, p, factor * en.value});
           }
         }
         if (!found) throw std::runtime_error("CG table lacks a path");
         ++p;
       }
-  if (p != P) throw std::runtime_error("path count mismatch");
-  md.nnz = static_cast<int>(coef.size());
-  auto upload_int = [&](const char* name, const std::vector<int>& v) {
-    Kokkos::View<int*, ExecSpace> dv(std::string(name), v.size());
-    auto hv = Kokkos::create_mirror_view(dv);
-    for (size_t i = 0; i < v.size(); ++i) hv(i) = v[i];
-    Kokkos::deep_copy(dv, hv);
-    return dv;
-  };
-  md.cg_k1 = upload_int("bm_cg_k1", k1);
-  md.cg_k2 = upload_int("bm_cg_k2", k2);
-  md.cg_k3 = upload_int("bm_cg_k3", k3);
-  md.cg_path = upload_int("bm_cg_path", path);
-  md.cg_coef = Kokkos::View<T*, ExecSpace>("bm_cg_coef", coef.size());
-  auto hc = Kokkos::create_mirror_view(md.cg_coef);
-  for (size_t i = 0; i < coef.size(); ++i) hc(i) = T(coef[i]);
-  Kokkos::deep_copy(md.cg_coef, hc);
+  return entries;
 }
 
-// The product basis's CG tables (ModelData::prod_*, adj_*): its symmetric paths q = (l1 <= l2, l3) in docs/model.md
-// path order, beta_q = sqrt((2 l3 + 1) / nq(l3)) folded into the coefficients.
+// A host vector as a device view of X.
+template <class X, class ExecSpace, class Y>
+Kokkos::View<X*, ExecSpace> to_device(const char* name, const std::vector<Y>& v) {
+  Kokkos::View<X*, ExecSpace> dv(std::string(name), v.size());
+  auto hv = Kokkos::create_mirror_view(dv);
+  for (size_t i = 0; i < v.size(); ++i) hv(i) = X(v[i]);
+  Kokkos::deep_copy(dv, hv);
+  return dv;
+}
+
+// Sparse CG table for the natural-parity paths of degree <= md.L, in docs/model.md path order, alpha_p folded in.
+template <class T, class ExecSpace>
+void build_cg_table(ModelData<T, ExecSpace>& md) {
+  const std::vector<CouplingEntry> entries = coupling_entries(md.L, false);
+  if (entries.empty() || entries.back().path + 1 != md.P) throw std::runtime_error("path count mismatch");
+  std::vector<int> k1, k2, k3, path;
+  std::vector<double> coef;
+  for (const auto& e : entries) {
+    k1.push_back(e.k1);
+    k2.push_back(e.k2);
+    k3.push_back(e.k3);
+    path.push_back(e.path);
+    coef.push_back(e.coef);
+  }
+  md.nnz = static_cast<int>(coef.size());
+  md.cg_k1 = to_device<int, ExecSpace>("bm_cg_k1", k1);
+  md.cg_k2 = to_device<int, ExecSpace>("bm_cg_k2", k2);
+  md.cg_k3 = to_device<int, ExecSpace>("bm_cg_k3", k3);
+  md.cg_path = to_device<int, ExecSpace>("bm_cg_path", path);
+  md.cg_coef = to_device<T, ExecSpace>("bm_cg_coef", coef);
+}
+
+// The product basis's CG tables (ModelData::prod_index, prod_coef): its symmetric paths q = (l1 <= l2, l3) in
+// docs/model.md path order, beta_q folded into the coefficients.
 template <class T, class ExecSpace>
 void build_product_tables(ModelData<T, ExecSpace>& md) {
-  struct Entry {
-    int k1, k2, k3, q;
-    double coef;
-  };
-  const int L = md.L, K = md.K;
-  auto is_path = [](int l1, int l2, int l3) {
-    return l3 >= std::abs(l1 - l2) && l3 <= l1 + l2 && (l1 + l2 + l3) % 2 == 0;
-  };
-  int nq[kMaxL + 1] = {};
-  for (int l1 = 0; l1 <= L; ++l1)
-    for (int l2 = l1; l2 <= L; ++l2)
-      for (int l3 = 0; l3 <= L; ++l3) nq[l3] += is_path(l1, l2, l3);
-  std::vector<Entry> entries;
-  int q = 0;
-  for (int l1 = 0; l1 <= L; ++l1)
-    for (int l2 = l1; l2 <= L; ++l2)
-      for (int l3 = 0; l3 <= L; ++l3) {
-        if (!is_path(l1, l2, l3)) continue;
-        const double beta = std::sqrt((2.0 * l3 + 1.0) / nq[l3]);
-        for (const auto& pi : kernels::cg::kPaths) {
-          if (pi.l1 != l1 || pi.l2 != l2 || pi.l3 != l3) continue;
-          for (int e = pi.offset; e < pi.offset + pi.count; ++e) {
-            const auto& en = kernels::cg::kEntries[e];
-            entries.push_back({l1 * l1 + en.i1, l2 * l2 + en.i2, l3 * l3 + en.i3, q, beta * en.value});
-          }
-        }
-        ++q;
-      }
+  const int K = md.K;
   // CSR tables: rows (key, x, y, q) grouped by key, appended to index (offsets, then the (x, y, q) rows) and coef
   std::vector<int> index;
   std::vector<double> coefs;
@@ -222,26 +206,20 @@ void build_product_tables(ModelData<T, ExecSpace>& md) {
   };
   std::vector<std::array<int, 4>> fwd, adj;
   std::vector<double> fwd_coef, adj_coef;
-  for (const auto& e : entries) {
-    fwd.push_back({e.k3, e.k1, e.k2, e.q});
+  for (const auto& e : coupling_entries(md.L, true)) {
+    fwd.push_back({e.k3, e.k1, e.k2, e.path});
     fwd_coef.push_back(e.coef);
     // d(m_k1 m_k2)/dm: the k2 factor for the k1 row and the k1 factor for the k2 row (both rows where k1 == k2)
-    adj.push_back({e.k1, e.k2, e.k3, e.q});
-    adj.push_back({e.k2, e.k1, e.k3, e.q});
+    adj.push_back({e.k1, e.k2, e.k3, e.path});
+    adj.push_back({e.k2, e.k1, e.k3, e.path});
     adj_coef.push_back(e.coef);
     adj_coef.push_back(e.coef);
   }
-  int fwd_offsets = 0, fwd_coef_at = 0;
+  int fwd_offsets = 0, fwd_coef_at = 0;  // (the forward's table comes first: offsets and coefficients from 0)
   append_csr(fwd, fwd_coef, &fwd_offsets, &md.prod_fwd_rows, &fwd_coef_at);
   append_csr(adj, adj_coef, &md.prod_adj_offsets, &md.prod_adj_rows, &md.prod_adj_coef);
-  md.prod_index = Kokkos::View<int*, ExecSpace>("bm_product_index", index.size());
-  auto hi = Kokkos::create_mirror_view(md.prod_index);
-  for (size_t i = 0; i < index.size(); ++i) hi(i) = index[i];
-  Kokkos::deep_copy(md.prod_index, hi);
-  md.prod_coef = Kokkos::View<T*, ExecSpace>("bm_product_coef", coefs.size());
-  auto hc = Kokkos::create_mirror_view(md.prod_coef);
-  for (size_t i = 0; i < coefs.size(); ++i) hc(i) = T(coefs[i]);
-  Kokkos::deep_copy(md.prod_coef, hc);
+  md.prod_index = to_device<int, ExecSpace>("bm_product_index", index);
+  md.prod_coef = to_device<T, ExecSpace>("bm_product_coef", coefs);
 }
 
 template <class T, class ExecSpace>

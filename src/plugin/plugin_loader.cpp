@@ -1,8 +1,8 @@
 // batmobileplugin.so, the file `plugin load` opens: checks that the running LAMMPS is the version the styles were
 // compiled for and does not have them compiled in, then opens the styles (batmobile_styles.so beside it) and lets
-// them register. The styles use
-// LAMMPS's C++ classes, whose layout and symbols change between versions, so loaded into another version they
-// could not even be opened; this file uses only LAMMPS's C library API, which is the same in every version.
+// them register. The styles use LAMMPS's C++ classes, whose layout and symbols change between versions, so loaded
+// into another version they could not even be opened; this file uses only LAMMPS's C library API, which is the same
+// in every version.
 #include <dlfcn.h>
 
 #include <string>
