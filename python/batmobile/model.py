@@ -38,6 +38,10 @@ class Hyperparameters:
     correlation: int = 1   # 1: no product basis (format version 2); 2: the product basis of docs/model.md step 3
 
     def __post_init__(self):
+        self.check_correlation()
+
+    def check_correlation(self):
+        """ValueError unless correlation is 1, or 2 with T >= 2 (also for hyperparameters edited after creation)."""
         if isinstance(self.correlation, bool) or self.correlation not in (1, 2):
             raise ValueError(f"correlation {self.correlation!r}: must be 1 (no product basis) or 2 (the product "
                              f"basis, docs/model.md step 3)")
@@ -345,8 +349,7 @@ class BatmobileModel(nn.Module):
         super().__init__()
         if hp.L < 1 or hp.L > 3 or hp.C % hp.A != 0:
             raise ValueError("need 1 <= L <= 3 and C divisible by A")
-        if hp.correlation not in (1, 2) or (hp.correlation == 2 and hp.T < 2):
-            raise ValueError(f"correlation {hp.correlation!r} with T {hp.T}: need correlation 1, or 2 and T >= 2")
+        hp.check_correlation()
         if seed is not None:
             torch.manual_seed(seed)
         self.hp = hp
@@ -406,6 +409,16 @@ def scale_product_basis(model: BatmobileModel, species: torch.Tensor, edge_vec: 
     return factors
 
 
+def edge_vectors(positions: torch.Tensor, cell: torch.Tensor, sender: torch.Tensor, receiver: torch.Tensor,
+                 shifts: torch.Tensor) -> torch.Tensor:
+    """r_ij = x_j - x_i + shifts @ cell (E, 3); cell (3, 3), or (E, 3, 3) per-edge cells for batched structures."""
+    if cell.dim() == 2:
+        offset = shifts.to(positions.dtype) @ cell
+    else:
+        offset = torch.einsum("ek,ekl->el", shifts.to(positions.dtype), cell)
+    return positions[sender] - positions[receiver] + offset
+
+
 def evaluate_structure(model: BatmobileModel, positions: torch.Tensor, species: torch.Tensor, cell: torch.Tensor,
                        sender: torch.Tensor, receiver: torch.Tensor, shifts: torch.Tensor,
                        training: bool = False, virial: bool = False,
@@ -416,11 +429,7 @@ def evaluate_structure(model: BatmobileModel, positions: torch.Tensor, species: 
     cell as (E, 3, 3) per-edge cells. With training=True the graph is kept for a force loss. edge_terms=True adds
     the edge vectors r_ij and dE/dr_ij (with the graph when training), from which a virial loss is built.
     """
-    if cell.dim() == 2:
-        offset = shifts.to(positions.dtype) @ cell
-    else:
-        offset = torch.einsum("ek,ekl->el", shifts.to(positions.dtype), cell)
-    edge_vec = positions[sender] - positions[receiver] + offset
+    edge_vec = edge_vectors(positions, cell, sender, receiver, shifts)
     if not edge_vec.requires_grad:
         edge_vec.requires_grad_(True)
     atomic = model.atomic_energies(species, edge_vec, sender, receiver)

@@ -43,7 +43,7 @@ from .data import DEFAULT_ROOT, TRAIN_SETS, VALIDATION_SETS, Batcher, DataError,
     species_in_order
 from .evaluate import metrics, parity_plots, predict, stress_metrics
 from .io_utils import InputError, load_checkpoint
-from .model import BatmobileModel, Hyperparameters, evaluate_structure, scale_product_basis
+from .model import BatmobileModel, Hyperparameters, edge_vectors, evaluate_structure, scale_product_basis
 from .sources import prepare, read_sources
 
 # options that define the run (model, data sets, schedule, what the curve records): a resumed run takes them from its
@@ -383,12 +383,9 @@ class Trainer:
     def scale_product_basis(self):
         """The product basis's initial strength from the data: RMS(p) = 0.1 RMS(m) on the first (up to) four
         training frames (model.scale_product_basis), so that it starts as a small but not a negligible term."""
-        batch = self.batcher(list(range(min(4, len(self.train)))))
-        cell = batch["cell"][batch["frame_of_edge"]]
-        pos = batch["positions"]
-        edge_vec = pos[batch["sender"]] - pos[batch["receiver"]] + torch.einsum(
-            "ek,ekl->el", batch["shifts"].to(pos.dtype), cell)
-        scale_product_basis(self.model, batch["species"], edge_vec, batch["sender"], batch["receiver"])
+        b = self.batcher(list(range(min(4, len(self.train)))))
+        edge_vec = edge_vectors(b["positions"], b["cell"][b["frame_of_edge"]], b["sender"], b["receiver"], b["shifts"])
+        scale_product_basis(self.model, b["species"], edge_vec, b["sender"], b["receiver"])
 
     def load(self, ckpt):
         self.model.load_state_dict(ckpt["model"])

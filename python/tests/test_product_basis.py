@@ -16,7 +16,7 @@ import torch
 from batmobile import cli, export, train
 from batmobile.export import build_export_module, load_potential, read_header, save_potential, upgrade
 from batmobile.io_utils import InputError, load_checkpoint, load_model_file
-from batmobile.model import (BatmobileModel, Hyperparameters, ProductBasis, evaluate_structure,
+from batmobile.model import (BatmobileModel, Hyperparameters, ProductBasis, edge_vectors, evaluate_structure,
                              scale_product_basis)
 from batmobile.neighbors import neighbor_list
 from batmobile.so3 import clebsch_gordan, wigner_D_from_sh
@@ -355,8 +355,7 @@ def test_scale_product_basis_sets_the_starting_strength(system):
     pos, spc, cell = system
     s, r, sh = neighbor_list(pos, cell, model.hp.r_c)
     sender, receiver = torch.as_tensor(s), torch.as_tensor(r)
-    x = torch.as_tensor(pos)
-    edge_vec = x[sender] - x[receiver] + torch.as_tensor(sh, dtype=torch.float64) @ torch.as_tensor(cell)
+    edge_vec = edge_vectors(torch.as_tensor(pos), torch.as_tensor(cell), sender, receiver, torch.as_tensor(sh))
     species = torch.as_tensor(spc)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     factors = scale_product_basis(model, species, edge_vec, sender, receiver, fraction=0.25)
