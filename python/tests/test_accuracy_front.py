@@ -77,3 +77,22 @@ def test_card_speed_and_e3nn_speed_override(tmp_path):
     ours, ref = json.load(open(out_json))["points"]
     assert ours["steps_per_second"] == {"648": 500.0, "10368": 53.0}
     assert ref["steps_per_second"] == {"648": 25.0, "10368": 8.0} and ref["sources"]["speed"] == paths["clean"]
+
+
+def test_external_point(tmp_path):
+    """--external adds a point measured elsewhere (the bundled MACE figures load); a file lacking a key is one error."""
+    out_json, out_png = str(tmp_path / "front.json"), str(tmp_path / "front.png")
+    mace = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "accuracy", "results", "mace_external.json")
+    front.main(["--external", mace, "--commit", "1", "--machine", "GPU", "--out-json", out_json, "--out-png", out_png])
+    (pt,) = json.load(open(out_json))["points"]
+    assert pt["kind"] == "external" and pt["force_rmse_meV_per_A"] == 22.0
+    assert pt["steps_per_second"] == {"648": 44.6, "10368": 10.7} and "source" in pt
+    bad = str(tmp_path / "bad.json")
+    json.dump({"label": "x", "force_rmse_meV_per_A": 1.0}, open(bad, "w"))
+    try:
+        front.main(["--external", bad, "--commit", "1", "--machine", "GPU", "--out-json", out_json,
+                    "--out-png", out_png])
+    except SystemExit as e:
+        assert str(e).startswith("error: --external") and "speed_what" in str(e)
+    else:
+        raise AssertionError("a point without speeds was accepted")
