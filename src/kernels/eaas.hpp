@@ -7,7 +7,6 @@
 //                                   y x rhat ("roll angle 0"); when |rhat_y| > kPoleSwitch it switches to
 //                                   e_z' along x x rhat so the frame stays well conditioned near the poles (the
 //                                   product is roll-invariant, so the switch changes nothing but rounding).
-//                                   S = T or Dual3<T> (exact gradients through the frame).
 //   wigner_D<L>(R, D)               D^l(R) for l = 0..L packed block-diagonally: D[(l,a,b)] at l-offset
 //                                   sum_{l'<l} (2l'+1)^2 + a (2l+1) + b; built as D^l = Y^l(R P) Y^l(P)^-1 with 7
 //                                   fixed points P (Y^l(P)^-1 is computed at compile time). D^1 = R.
@@ -17,8 +16,10 @@
 //                                   ok == false if a row had two sources (static_assert'ed).
 //   eaas_tp<L, ALL>(r, h, w, s, out)   out += s * sum_p alpha_p w_p CG_p(h, Y(rhat)) evaluated through the frame:
 //                                   equals tp_fwd<L, ALL> (tested <= 1e-10 relative in double for every path).
-//   eaas_tp_adjoint<L, ALL>(r, h, w, s, g, gh, gw, gr)  gh += d<g,out>/dh, gw += d/dw, gr += d/dr (forward-mode
-//                                   dual numbers through frame and Wigner-D; finite near the poles).
+//   eaas_tp_adjoint<L, ALL>(r, h, w, s, g, gh, gw, gr)  gh += d<g,out>/dh, gw += d/dw, gr += d/dr (the direction
+//                                   gradient from the SO(3) generators J_a in the edge frame: O(L^2) per vector,
+//                                   no derivative of the Wigner matrices; finite near the poles).
+//   make_wigner_generators()        constexpr J_a = dD(exp(theta G_a))/dtheta, a = x, y, z, packed as D.
 //   eaas_blocks<L, ALL>(w, W, Wt)   the 2x2 (+m, -m) block form: for output l3, input l1, m = 1..min(l1,l3):
 //                                   out(+m) = W h(+m) - Wt h(-m), out(-m) = W h(-m) + Wt h(+m), and m = 0 is
 //                                   W[l3][l1][0] h(0). W, Wt indexed [l3][l1][m] (4 x 4 x 4), path factors,
@@ -34,45 +35,20 @@ namespace kernels {
 inline constexpr double kPoleSwitch = 0.9;
 
 template <class T>
-KOKKOS_INLINE_FUNCTION Dual3<T> operator/(const Dual3<T>& a, const Dual3<T>& b) {
-  const T inv = T(1) / b.v, q = a.v * inv;
-  return Dual3<T>(q, (a.d[0] - q * b.d[0]) * inv, (a.d[1] - q * b.d[1]) * inv, (a.d[2] - q * b.d[2]) * inv);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION Dual3<T> rsqrt_any(const Dual3<T>& a) {
-  const T v = T(1) / sqrt(a.v), dv = T(-0.5) * v * v * v;
-  return Dual3<T>(v, dv * a.d[0], dv * a.d[1], dv * a.d[2]);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T rsqrt_any(const T& a) {
-  return T(1) / sqrt(a);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T value_of(const T& a) {
-  return a;
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T value_of(const Dual3<T>& a) {
-  return a.v;
-}
-
-template <class S>
-KOKKOS_INLINE_FUNCTION void edge_frame(const S* r, S (*R)[3]) {
-  using T = typename ScalarOf<S>::type;
-  const S inv = rsqrt_any(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-  const S u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+KOKKOS_INLINE_FUNCTION void edge_frame(const T* r, T (*R)[3]) {
+  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
   for (int a = 0; a < 3; ++a) R[1][a] = u[a];
-  const T uy = value_of(u[1]);
-  if (uy < T(kPoleSwitch) && uy > T(-kPoleSwitch)) {
+  if (u[1] < T(kPoleSwitch) && u[1] > T(-kPoleSwitch)) {
     // e_x' = (y x u) / |y x u| = (u_z, 0, -u_x) / n ; e_z' = e_x' x e_y'
-    const S n = rsqrt_any(u[2] * u[2] + u[0] * u[0]);
+    const T n = T(1) / sqrt(u[2] * u[2] + u[0] * u[0]);
     R[0][0] = u[2] * n;
-    R[0][1] = S(T(0));
-    R[0][2] = (T(0) - u[0]) * n;
+    R[0][1] = T(0);
+    R[0][2] = -u[0] * n;
   } else {
     // e_z' = (x x u) / |x x u| = (0, -u_z, u_y) / n ; e_x' = e_y' x e_z'
-    const S n = rsqrt_any(u[2] * u[2] + u[1] * u[1]);
-    const S ez[3] = {S(T(0)), (T(0) - u[2]) * n, u[1] * n};
+    const T n = T(1) / sqrt(u[2] * u[2] + u[1] * u[1]);
+    const T ez[3] = {T(0), -u[2] * n, u[1] * n};
     R[0][0] = u[1] * ez[2] - u[2] * ez[1];
     R[0][1] = u[2] * ez[0] - u[0] * ez[2];
     R[0][2] = u[0] * ez[1] - u[1] * ez[0];
@@ -84,6 +60,24 @@ KOKKOS_INLINE_FUNCTION void edge_frame(const S* r, S (*R)[3]) {
 }
 
 KOKKOS_INLINE_FUNCTION constexpr int wigner_offset(int l) { return l == 0 ? 0 : l == 1 ? 1 : l == 2 ? 10 : 35; }
+
+// Y^l for l = 2, 3 (entries 4..15) of a point, as constexpr polynomials: the same as sh_unit (equality is tested),
+// usable at compile time for the Wigner basis and generators below.
+KOKKOS_INLINE_FUNCTION constexpr void sh_poly23(double x, double y, double z, double* Y) {
+  const double x2z2 = x * x + z * z, q = 4 * y * y - x2z2;
+  Y[4] = 3.872983346207417 * x * z;
+  Y[5] = 3.872983346207417 * x * y;
+  Y[6] = 2.23606797749979 * (y * y - 0.5 * x2z2);
+  Y[7] = 3.872983346207417 * y * z;
+  Y[8] = 0.5 * 3.872983346207417 * (z * z - x * x);
+  Y[9] = 2.091650066335189 * x * (3 * z * z - x * x);
+  Y[10] = 10.246950765959598 * x * y * z;
+  Y[11] = 1.620185174601965 * x * q;
+  Y[12] = 1.3228756555322954 * y * (2 * y * y - 3 * x2z2);
+  Y[13] = 1.620185174601965 * z * q;
+  Y[14] = 0.5 * 10.246950765959598 * y * (z * z - x * x);
+  Y[15] = 2.091650066335189 * z * (z * z - 3 * x * x);
+}
 
 // Y^l(P)^-1 for 7 fixed generic unit points, computed at compile time (Gauss-Jordan).
 struct WignerBasis {
@@ -104,21 +98,7 @@ KOKKOS_INLINE_FUNCTION constexpr WignerBasis make_wigner_basis() {
     double A[7][14] = {};
     for (int c = 0; c < n; ++c) {
       double Y[16] = {};
-      const double x = B.P[c][0], y = B.P[c][1], z = B.P[c][2];
-      // same polynomials as sh_unit (constexpr copy for the compile-time inverse; equality is tested)
-      const double x2z2 = x * x + z * z, q = 4 * y * y - x2z2;
-      Y[4] = 3.872983346207417 * x * z;
-      Y[5] = 3.872983346207417 * x * y;
-      Y[6] = 2.23606797749979 * (y * y - 0.5 * x2z2);
-      Y[7] = 3.872983346207417 * y * z;
-      Y[8] = 0.5 * 3.872983346207417 * (z * z - x * x);
-      Y[9] = 2.091650066335189 * x * (3 * z * z - x * x);
-      Y[10] = 10.246950765959598 * x * y * z;
-      Y[11] = 1.620185174601965 * x * q;
-      Y[12] = 1.3228756555322954 * y * (2 * y * y - 3 * x2z2);
-      Y[13] = 1.620185174601965 * z * q;
-      Y[14] = 0.5 * 10.246950765959598 * y * (z * z - x * x);
-      Y[15] = 2.091650066335189 * z * (z * z - 3 * x * x);
+      sh_poly23(B.P[c][0], B.P[c][1], B.P[c][2], Y);
       for (int m = 0; m < n; ++m) A[m][c] = Y[l * l + m];
     }
     for (int m = 0; m < n; ++m) A[m][n + m] = 1;
@@ -148,33 +128,70 @@ KOKKOS_INLINE_FUNCTION constexpr WignerBasis make_wigner_basis() {
   return B;
 }
 
-// D^l(R) for l = 0..L, block-packed (see header comment). S = T or Dual3<T>.
-template <int L, class S>
-KOKKOS_INLINE_FUNCTION void wigner_D(const S (*R)[3], S* D) {
-  using T = typename ScalarOf<S>::type;
+// The generators J_a = dD(exp(theta G_a))/dtheta at theta = 0 (G_a x = e_a x x, a rotation about axis a), block-packed
+// as D, for l = 0..3: J^1_a = G_a (D^1 = R), and for l = 2, 3 J^l_a = [grad Y^l(P_c) . (e_a x P_c)] Y^l(P)^-1, the
+// directional derivative taken by the 5-point stencil, exact for these polynomials of degree <= 3.
+struct WignerGenerators {
+  double J[3][84];
+};
+
+KOKKOS_INLINE_FUNCTION constexpr WignerGenerators make_wigner_generators() {
+  constexpr WignerBasis B = make_wigner_basis();
+  WignerGenerators G{};
+  for (int a = 0; a < 3; ++a) {
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k)  // (G_a)_{ik} = epsilon_{i a k}
+        G.J[a][1 + 3 * i + k] = (i == a || k == a || i == k) ? 0.0 : ((a - i + 3) % 3 == 1 ? 1.0 : -1.0);
+    double dY[7][16] = {};
+    for (int c = 0; c < 7; ++c) {
+      const double* P = B.P[c];
+      const double e[3] = {a == 0 ? 1.0 : 0.0, a == 1 ? 1.0 : 0.0, a == 2 ? 1.0 : 0.0};
+      const double v[3] = {e[1] * P[2] - e[2] * P[1], e[2] * P[0] - e[0] * P[2], e[0] * P[1] - e[1] * P[0]};
+      const double h = 0.25, step[4] = {h, -h, 2 * h, -2 * h};
+      double Ys[4][16] = {};
+      for (int s = 0; s < 4; ++s)
+        sh_poly23(P[0] + step[s] * v[0], P[1] + step[s] * v[1], P[2] + step[s] * v[2], Ys[s]);
+      for (int m = 4; m < 16; ++m) dY[c][m] = (8 * (Ys[0][m] - Ys[1][m]) - (Ys[2][m] - Ys[3][m])) / (12 * h);
+    }
+    for (int l = 2; l <= 3; ++l) {
+      const int n = 2 * l + 1, off = l == 2 ? 10 : 35;
+      for (int m = 0; m < n; ++m)
+        for (int b = 0; b < n; ++b) {
+          double s = 0;
+          for (int c = 0; c < n; ++c) s += dY[c][l * l + m] * (l == 2 ? B.inv2[c][b] : B.inv3[c][b]);
+          G.J[a][off + n * m + b] = s;
+        }
+    }
+  }
+  return G;
+}
+
+// D^l(R) for l = 0..L, block-packed (see header comment).
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void wigner_D(const T (*R)[3], T* D) {
   constexpr WignerBasis WB = make_wigner_basis();
-  D[0] = S(T(1));
+  D[0] = T(1);
   if constexpr (L >= 1)
     for (int a = 0; a < 3; ++a)
       for (int b = 0; b < 3; ++b) D[1 + 3 * a + b] = R[a][b];
   if constexpr (L >= 2) {
-    S Yr[7][16];
+    T Yr[7][16];
     constexpr int npts = L >= 3 ? 7 : 5;
     for (int c = 0; c < npts; ++c) {
-      S p[3];
+      T p[3];
       for (int a = 0; a < 3; ++a) p[a] = R[a][0] * T(WB.P[c][0]) + R[a][1] * T(WB.P[c][1]) + R[a][2] * T(WB.P[c][2]);
-      sh_unit<L, S>(p[0], p[1], p[2], Yr[c]);
+      sh_unit<L, T>(p[0], p[1], p[2], Yr[c]);
     }
     for (int a = 0; a < 5; ++a)
       for (int b = 0; b < 5; ++b) {
-        S s = S(T(0));
+        T s = T(0);
         for (int c = 0; c < 5; ++c) s = s + Yr[c][4 + a] * T(WB.inv2[c][b]);
         D[10 + 5 * a + b] = s;
       }
     if constexpr (L >= 3)
       for (int a = 0; a < 7; ++a)
         for (int b = 0; b < 7; ++b) {
-          S s = S(T(0));
+          T s = T(0);
           for (int c = 0; c < 7; ++c) s = s + Yr[c][9 + a] * T(WB.inv3[c][b]);
           D[35 + 7 * a + b] = s;
         }
@@ -265,49 +282,63 @@ KOKKOS_INLINE_FUNCTION void eaas_tp(const T* r, const T* h, const T* w, T s, T* 
   }
 }
 
-// Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (reverse, exact transposes) and gr (forward-mode
-// dual numbers through the frame and the Wigner matrices).
+// <x, J_a y> for the three generators, one irrep-vector pair with degrees 1..L (J^0 = 0).
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void generator_forms(const T* x, const T* y, T* c) {
+  constexpr WignerGenerators G = make_wigner_generators();
+  for (int a = 0; a < 3; ++a)
+    for (int l = 1; l <= L; ++l) {
+      const int n = 2 * l + 1, off = wigner_offset(l);
+      for (int m = 0; m < n; ++m)
+        for (int k = 0; k < n; ++k)
+          if (G.J[a][off + n * m + k] != 0.0) c[a] += x[l * l + m] * T(G.J[a][off + n * m + k]) * y[l * l + k];
+    }
+}
+
+// Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (exact transposes) and gr. With g' = D g, h' = D h and
+// the aligned-frame product F, the value is <g', F h'>. Turning the edge direction by a small angle theta about a
+// lab axis n (normal to it) turns the frame by -theta about R n, so dD = -theta J_{Rn} D and dV/dtheta = -(R n) . c
+// with c_a = <J_a g', F h'> + <F^T g', J_a h'>; that gives the gradient normal to rhat, rhat x (R^T c) / |r| (the
+// component about the edge axis vanishes: F commutes with rotations about it, which is why the roll is free).
 template <int L, bool ALL, class T>
 KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, T s, const T* g, T* gh, T* gw,
                                             T* gr) {
   constexpr int K = num_sh(L), KO = num_out(L, ALL), NB = KO / K;
   constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
-  using D3 = Dual3<T>;
-  D3 rd[3] = {D3(r[0], 1, 0, 0), D3(r[1], 0, 1, 0), D3(r[2], 0, 0, 1)};
-  D3 R[3][3], D[84];
-  edge_frame<D3>(rd, R);
-  wigner_D<L, D3>(R, D);
-  D3 hr[K], gr_rot[KO];
-  D3 hd[K], gd[KO];
-  for (int k = 0; k < K; ++k) hd[k] = D3(h[k]);
-  for (int k = 0; k < KO; ++k) gd[k] = D3(g[k]);
-  apply_wigner<L, false>(D, hd, hr);
-  for (int b = 0; b < NB; ++b) apply_wigner<L, false>(D, gd + b * K, gr_rot + b * K);
-  // <g, D^T F(D h)> = <D g, F(D h)>: value gives gw, partials give gr
-  D3 ghr[K];
-  for (int k = 0; k < K; ++k) ghr[k] = D3(T(0));
-  D3 total(T(0));
+  T R[3][3], D[84], hr[K], gp[KO], outr[KO], ghr[K];
+  edge_frame<T>(r, R);
+  wigner_D<L, T>(R, D);
+  apply_wigner<L, false>(D, h, hr);
+  for (int b = 0; b < NB; ++b) apply_wigner<L, false>(D, g + b * K, gp + b * K);
+  for (int k = 0; k < KO; ++k) outr[k] = T(0);
+  eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
+  for (int k = 0; k < K; ++k) ghr[k] = T(0);
   static_for<GatherTable<L, ALL>::P>([&](auto I) {
     constexpr int p = decltype(I)::value;
     constexpr PathLs q = path_at(L, ALL, p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
-    D3 acc(T(0));
+    T acc = T(0);
     for (int m = 0; m < 2 * q.l3 + 1; ++m)
       if (G.src[p][m] >= 0) {
-        const T c = T(f) * T(G.coef[p][m]);
-        acc = acc + c * (gr_rot[o + m] * hr[q.l1 * q.l1 + G.src[p][m]]);
-        // reverse for h: ghr[src] += s w c (D g)[m]   (values only)
-        ghr[q.l1 * q.l1 + G.src[p][m]].v += s * w[p] * c * gr_rot[o + m].v;
+        const T c = T(f) * T(G.coef[p][m]), x = gp[o + m];
+        acc += c * x * hr[q.l1 * q.l1 + G.src[p][m]];
+        ghr[q.l1 * q.l1 + G.src[p][m]] += s * w[p] * c * x;
       }
-    gw[p] += s * acc.v;
-    total = total + (s * w[p]) * acc;
+    gw[p] += s * acc;
   });
-  for (int b = 0; b < 3; ++b) gr[b] += total.d[b];
-  T Dv[84], ghv[K], ghrv[K];
-  for (int k = 0; k < 84; ++k) Dv[k] = D[k].v;
-  for (int k = 0; k < K; ++k) ghrv[k] = ghr[k].v;
-  apply_wigner<L, true>(Dv, ghrv, ghv);
+  T c[3] = {T(0), T(0), T(0)};
+  for (int b = 0; b < NB; ++b) generator_forms<L, T>(outr + b * K, gp + b * K, c);  // <J g', F h'> = <F h', J g'>
+  generator_forms<L, T>(ghr, hr, c);
+  T a[3];
+  for (int k = 0; k < 3; ++k) a[k] = R[0][k] * c[0] + R[1][k] * c[1] + R[2][k] * c[2];  // R^T c
+  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+  gr[0] += (u[1] * a[2] - u[2] * a[1]) * inv;
+  gr[1] += (u[2] * a[0] - u[0] * a[2]) * inv;
+  gr[2] += (u[0] * a[1] - u[1] * a[0]) * inv;
+  T ghv[K];
+  apply_wigner<L, true>(D, ghr, ghv);
   for (int k = 0; k < K; ++k) gh[k] += ghv[k];
 }
 

@@ -70,6 +70,33 @@ TEST(EAAS, WignerDIsTheRepresentation) {
   }
 }
 
+// The constexpr generators are the derivatives of D along rotations about x, y and z (central differences of D).
+TEST(EAAS, GeneratorsAreTheDerivativesOfD) {
+  constexpr WignerGenerators G = make_wigner_generators();
+  const double th = 1e-4;
+  for (int a = 0; a < 3; ++a) {
+    double Dp[84], Dm[84];
+    for (int sgn = -1; sgn <= 1; sgn += 2) {
+      const double c = std::cos(sgn * th), s = std::sin(sgn * th);
+      const int b = (a + 1) % 3, e = (a + 2) % 3;  // rotation about a: e_b -> c e_b + s e_e
+      double R[3][3] = {};
+      R[a][a] = 1;
+      R[b][b] = c;
+      R[e][e] = c;
+      R[e][b] = s;
+      R[b][e] = -s;
+      wigner_D<3, double>(R, sgn > 0 ? Dp : Dm);
+    }
+    double err = 0, big = 0;
+    for (int k = 1; k < 84; ++k) {
+      err = std::max(err, std::fabs((Dp[k] - Dm[k]) / (2 * th) - G.J[a][k]));
+      big = std::max(big, std::fabs(G.J[a][k]));
+    }
+    EXPECT_LT(err, 1e-7) << "axis " << a;
+    EXPECT_GT(big, 0.5) << "axis " << a;  // (not all zero)
+  }
+}
+
 TEST(EAAS, GatherTableDesignTestVector) {
   constexpr auto G = make_gather_table<2, true>();
   static_assert(G.ok, "at most one source per row");
