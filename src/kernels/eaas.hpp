@@ -14,6 +14,11 @@
 //                                   src[p][m3] (input row index m1 + l1, or -1) and coef[p][m3] =
 //                                   sqrt(2 l3 + 1) CG_p[src][m2 = 0][m3] (the normalisation of the test vectors);
 //                                   ok == false if a row had two sources (static_assert'ed).
+//   edge_angles<L>(r, A), angles_frame(A, R), rotate_to_edge<L, INVERSE>(A, x, y)   the rotation into the edge
+//                                   frame from two angles, rhat = Rot_y(alpha) Rot_x(beta) y: D(R) = D(Pi)
+//                                   D(Rot_y(-beta)) D(Pi)^T D(Rot_y(-alpha)), turns about y (O(L) pairs) and a
+//                                   constant axis swap D(Pi) (make_axis_swap(), 24 non-zeros); per edge only
+//                                   cos / sin of m alpha and m beta, no Wigner matrix (equal to wigner_D: tested).
 //   eaas_tp<L, ALL>(r, h, w, s, out)   out += s * sum_p alpha_p w_p CG_p(h, Y(rhat)) evaluated through the frame:
 //                                   equals tp_fwd<L, ALL> (tested <= 1e-10 relative in double for every path).
 //   eaas_tp_adjoint<L, ALL>(r, h, w, s, g, gh, gw, gr)  gh += d<g,out>/dh, gw += d/dw, gr += d/dr (the direction
@@ -166,6 +171,132 @@ KOKKOS_INLINE_FUNCTION constexpr WignerGenerators make_wigner_generators() {
   return G;
 }
 
+// D^l(Pi) for Pi = the rotation (x, y, z) -> (y, -x, z) (Pi y = x, so Rot_x(b) = Pi Rot_y(b) Pi^T), packed as D:
+// 23 non-zeros for l <= 3, the constant between rotations about y and about x.
+struct AxisSwap {
+  double D[84];
+};
+
+KOKKOS_INLINE_FUNCTION constexpr AxisSwap make_axis_swap() {
+  constexpr WignerBasis B = make_wigner_basis();
+  AxisSwap S{};
+  S.D[0] = 1;
+  const double Pi[3][3] = {{0, 1, 0}, {-1, 0, 0}, {0, 0, 1}};
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) S.D[1 + 3 * a + b] = Pi[a][b];
+  for (int l = 2; l <= 3; ++l) {
+    const int n = 2 * l + 1, off = l == 2 ? 10 : 35;
+    double Yr[7][16] = {};
+    for (int c = 0; c < n; ++c) {
+      const double* P = B.P[c];
+      sh_poly23(Pi[0][0] * P[0] + Pi[0][1] * P[1] + Pi[0][2] * P[2], Pi[1][0] * P[0] + Pi[1][1] * P[1] + Pi[1][2] * P[2],
+                Pi[2][0] * P[0] + Pi[2][1] * P[1] + Pi[2][2] * P[2], Yr[c]);
+    }
+    for (int m = 0; m < n; ++m)
+      for (int b = 0; b < n; ++b) {
+        double v = 0;
+        for (int c = 0; c < n; ++c) v += Yr[c][l * l + m] * (l == 2 ? B.inv2[c][b] : B.inv3[c][b]);
+        S.D[off + n * m + b] = (v < 1e-12 && v > -1e-12) ? 0.0 : v;  // exact zeros, so that they cost nothing
+      }
+  }
+  return S;
+}
+
+// The edge direction as two angles, rhat = Rot_y(alpha) Rot_x(beta) y: cos and sin of m alpha and m beta for
+// m = 0..L. At the poles (sin beta = 0) alpha is free (the product is roll-invariant) and set to 0.
+template <int L, class T>
+struct EdgeAngles {
+  T ca[L + 1], sa[L + 1], cb[L + 1], sb[L + 1];
+};
+
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void edge_angles(const T* r, EdgeAngles<L, T>& A) {
+  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+  const T rho = sqrt(u[0] * u[0] + u[2] * u[2]);
+  A.ca[0] = A.cb[0] = T(1);
+  A.sa[0] = A.sb[0] = T(0);
+  if constexpr (L >= 1) {
+    A.cb[1] = u[1];
+    A.sb[1] = rho;
+    const bool pole = !(rho > T(0));
+    A.ca[1] = pole ? T(1) : u[2] / rho;
+    A.sa[1] = pole ? T(0) : u[0] / rho;
+  }
+  for (int m = 2; m <= L; ++m) {
+    A.ca[m] = A.ca[m - 1] * A.ca[1] - A.sa[m - 1] * A.sa[1];
+    A.sa[m] = A.sa[m - 1] * A.ca[1] + A.ca[m - 1] * A.sa[1];
+    A.cb[m] = A.cb[m - 1] * A.cb[1] - A.sb[m - 1] * A.sb[1];
+    A.sb[m] = A.sb[m - 1] * A.cb[1] + A.cb[m - 1] * A.sb[1];
+  }
+}
+
+// The frame of the angles (rows e_x', e_y' = rhat, e_z'): R = (Rot_y(alpha) Rot_x(beta))^T, R rhat = +y.
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void angles_frame(const EdgeAngles<L, T>& A, T (*R)[3]) {
+  const T ca = A.ca[1], sa = A.sa[1], cb = A.cb[1], sb = A.sb[1];
+  R[0][0] = ca, R[0][1] = T(0), R[0][2] = -sa;
+  R[1][0] = sb * sa, R[1][1] = cb, R[1][2] = sb * ca;
+  R[2][0] = cb * sa, R[2][1] = -sb, R[2][2] = cb * ca;
+}
+
+// y = D(Rot_y(SIGN phi)) x for one irrep-vector, phi given by cos / sin of m phi: D(Rot_y) = exp(phi J_y) turns each
+// (+m, -m) pair by m phi (the sense read from J_y).
+template <int L, int SIGN, class T>
+KOKKOS_INLINE_FUNCTION void rotate_about_y(const T* c, const T* s, const T* x, T* y) {
+  constexpr WignerGenerators G = make_wigner_generators();
+  y[0] = x[0];
+  for (int l = 1; l <= L; ++l) {
+    const int n = 2 * l + 1, off = wigner_offset(l);
+    y[l * l + l] = x[l * l + l];
+    for (int m = 1; m <= l; ++m) {
+      const int p = l + m, q = l - m;  // rows of +m and -m
+      // J_y[p][q] = +-m: exp(phi J) on (x_p, x_q) = (c x_p + sg s x_q, c x_q - sg s x_p), sg = sign(J_y[p][q])
+      const T sg = T(SIGN) * (G.J[1][off + n * p + q] > 0 ? T(1) : T(-1));
+      const T xp = x[l * l + p], xq = x[l * l + q];
+      y[l * l + p] = c[m] * xp + sg * s[m] * xq;
+      y[l * l + q] = c[m] * xq - sg * s[m] * xp;
+    }
+  }
+}
+
+// y = D(Pi) x (or D(Pi)^T x): the constant axis swap, its zeros skipped at compile time.
+template <int L, bool TRANSPOSE, class T>
+KOKKOS_INLINE_FUNCTION void apply_axis_swap(const T* x, T* y) {
+  constexpr AxisSwap S = make_axis_swap();
+  static_for<num_sh(L)>([&](auto I) {
+    constexpr int k = decltype(I)::value;
+    constexpr int l = k < 1 ? 0 : k < 4 ? 1 : k < 9 ? 2 : 3, n = 2 * l + 1, a = k - l * l, off = wigner_offset(l);
+    T v = T(0);
+    static_for<n>([&](auto J) {
+      constexpr int b = decltype(J)::value;
+      constexpr double d = TRANSPOSE ? S.D[off + n * b + a] : S.D[off + n * a + b];
+      if constexpr (d != 0.0) v += T(d) * x[l * l + b];
+    });
+    y[k] = v;
+  });
+}
+
+// x (lab) -> the edge frame of the angles, D(R) x = D(Pi) D(Rot_y(-beta)) D(Pi)^T D(Rot_y(-alpha)) x; INVERSE: D(R)^T.
+template <int L, bool INVERSE, class T>
+KOKKOS_INLINE_FUNCTION void rotate_to_edge(const EdgeAngles<L, T>& A, const T* x, T* y) {
+  constexpr int K = num_sh(L);
+  T t[K];
+  if constexpr (!INVERSE) {
+    rotate_about_y<L, -1>(A.ca, A.sa, x, y);
+    apply_axis_swap<L, true>(y, t);
+    rotate_about_y<L, -1>(A.cb, A.sb, t, y);
+    apply_axis_swap<L, false>(y, t);
+  } else {
+    apply_axis_swap<L, true>(x, t);
+    rotate_about_y<L, 1>(A.cb, A.sb, t, y);
+    apply_axis_swap<L, false>(y, t);
+    rotate_about_y<L, 1>(A.ca, A.sa, t, y);
+    return;
+  }
+  for (int k = 0; k < K; ++k) y[k] = t[k];
+}
+
 // D^l(R) for l = 0..L, block-packed (see header comment).
 template <int L, class T>
 KOKKOS_INLINE_FUNCTION void wigner_D(const T (*R)[3], T* D) {
@@ -270,29 +401,33 @@ KOKKOS_INLINE_FUNCTION void apply_wigner(const S* D, const X* x, S* y) {
 template <int L, bool ALL, class T>
 KOKKOS_INLINE_FUNCTION void eaas_tp(const T* r, const T* h, const T* w, T s, T* out) {
   constexpr int K = num_sh(L), KO = num_out(L, ALL);
-  T R[3][3], D[84], hr[K], outr[KO], tmp[K];
-  edge_frame<T>(r, R);
-  wigner_D<L, T>(R, D);
-  apply_wigner<L, false>(D, h, hr);
+  EdgeAngles<L, T> A;
+  T hr[K], outr[KO], tmp[K];
+  edge_angles<L, T>(r, A);
+  rotate_to_edge<L, false>(A, h, hr);
   for (int k = 0; k < KO; ++k) outr[k] = T(0);
   eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
   for (int b = 0; b < KO / K; ++b) {
-    apply_wigner<L, true>(D, outr + b * K, tmp);
+    rotate_to_edge<L, true>(A, outr + b * K, tmp);
     for (int k = 0; k < K; ++k) out[b * K + k] += tmp[k];
   }
 }
 
-// <x, J_a y> for the three generators, one irrep-vector pair with degrees 1..L (J^0 = 0).
+// c[a] += <x, J_a y> for the generators about x and z (a = 0, 2; about y, the edge axis, the gradient needs none),
+// degrees 1..L, the zeros of J skipped at compile time.
 template <int L, class T>
 KOKKOS_INLINE_FUNCTION void generator_forms(const T* x, const T* y, T* c) {
   constexpr WignerGenerators G = make_wigner_generators();
-  for (int a = 0; a < 3; ++a)
-    for (int l = 1; l <= L; ++l) {
-      const int n = 2 * l + 1, off = wigner_offset(l);
-      for (int m = 0; m < n; ++m)
-        for (int k = 0; k < n; ++k)
-          if (G.J[a][off + n * m + k] != 0.0) c[a] += x[l * l + m] * T(G.J[a][off + n * m + k]) * y[l * l + k];
-    }
+  static_for<num_sh(L) - 1>([&](auto I) {
+    constexpr int k = decltype(I)::value + 1;
+    constexpr int l = k < 4 ? 1 : k < 9 ? 2 : 3, n = 2 * l + 1, m = k - l * l, off = wigner_offset(l);
+    static_for<n>([&](auto J) {
+      constexpr int b = decltype(J)::value;
+      constexpr double jx = G.J[0][off + n * m + b], jz = G.J[2][off + n * m + b];
+      if constexpr (jx != 0.0) c[0] += T(jx) * x[k] * y[l * l + b];
+      if constexpr (jz != 0.0) c[2] += T(jz) * x[k] * y[l * l + b];
+    });
+  });
 }
 
 // Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (exact transposes) and gr. With g' = D g, h' = D h and
@@ -305,11 +440,12 @@ KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, 
                                             T* gr) {
   constexpr int K = num_sh(L), KO = num_out(L, ALL), NB = KO / K;
   constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
-  T R[3][3], D[84], hr[K], gp[KO], outr[KO], ghr[K];
-  edge_frame<T>(r, R);
-  wigner_D<L, T>(R, D);
-  apply_wigner<L, false>(D, h, hr);
-  for (int b = 0; b < NB; ++b) apply_wigner<L, false>(D, g + b * K, gp + b * K);
+  EdgeAngles<L, T> A;
+  T R[3][3], hr[K], gp[KO], outr[KO], ghr[K];
+  edge_angles<L, T>(r, A);
+  angles_frame<L, T>(A, R);
+  rotate_to_edge<L, false>(A, h, hr);
+  for (int b = 0; b < NB; ++b) rotate_to_edge<L, false>(A, g + b * K, gp + b * K);
   for (int k = 0; k < KO; ++k) outr[k] = T(0);
   eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
   for (int k = 0; k < K; ++k) ghr[k] = T(0);
@@ -338,7 +474,7 @@ KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, 
   gr[1] += (u[2] * a[0] - u[0] * a[2]) * inv;
   gr[2] += (u[0] * a[1] - u[1] * a[0]) * inv;
   T ghv[K];
-  apply_wigner<L, true>(D, ghr, ghv);
+  rotate_to_edge<L, true>(A, ghr, ghv);
   for (int k = 0; k < K; ++k) gh[k] += ghv[k];
 }
 

@@ -97,6 +97,35 @@ TEST(EAAS, GeneratorsAreTheDerivativesOfD) {
   }
 }
 
+// The angle form of the rotation into the edge frame (two turns about y and a constant axis swap) equals D(R) of
+// the angles' frame, which takes rhat to +y; its inverse is D(R)^T. Poles and random directions.
+TEST(EAAS, AngleRotationEqualsWignerD) {
+  constexpr int L = 3, K = 16;
+  std::mt19937 rng(57);
+  std::normal_distribution<double> g(0, 1);
+  for (const auto& v : test_directions()) {
+    EdgeAngles<L, double> A;
+    edge_angles<L, double>(v.data(), A);
+    double R[3][3], D[84], x[K], a[K], b[K], c[K];
+    angles_frame<L, double>(A, R);
+    const double n = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR((R[i][0] * v[0] + R[i][1] * v[1] + R[i][2] * v[2]) / n, i == 1 ? 1.0 : 0.0, 1e-12);
+    wigner_D<L, double>(R, D);
+    for (double& e : x) e = g(rng);
+    rotate_to_edge<L, false, double>(A, x, a);
+    apply_wigner<L, false>(D, x, b);
+    for (int k = 0; k < K; ++k) EXPECT_NEAR(a[k], b[k], 1e-12) << v[0] << " " << v[1] << " " << v[2] << " k " << k;
+    rotate_to_edge<L, true, double>(A, x, a);
+    apply_wigner<L, true>(D, x, c);
+    for (int k = 0; k < K; ++k) EXPECT_NEAR(a[k], c[k], 1e-12) << "inverse, k " << k;
+  }
+  constexpr AxisSwap S = make_axis_swap();
+  int nonzeros = 0;
+  for (double d : S.D) nonzeros += d != 0.0;
+  EXPECT_EQ(nonzeros, 24);  // l = 0..3: 1 + 3 + 7 + 13
+}
+
 TEST(EAAS, GatherTableDesignTestVector) {
   constexpr auto G = make_gather_table<2, true>();
   static_assert(G.ok, "at most one source per row");
