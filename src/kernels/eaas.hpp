@@ -246,18 +246,18 @@ template <int L, int SIGN, class T>
 KOKKOS_INLINE_FUNCTION void rotate_about_y(const T* c, const T* s, const T* x, T* y) {
   constexpr WignerGenerators G = make_wigner_generators();
   y[0] = x[0];
-  for (int l = 1; l <= L; ++l) {
-    const int n = 2 * l + 1, off = wigner_offset(l);
+  static_for<L>([&](auto I) {
+    constexpr int l = decltype(I)::value + 1, n = 2 * l + 1, off = wigner_offset(l);
     y[l * l + l] = x[l * l + l];
-    for (int m = 1; m <= l; ++m) {
-      const int p = l + m, q = l - m;  // rows of +m and -m
+    static_for<l>([&](auto M) {
+      constexpr int m = decltype(M)::value + 1, p = l + m, q = l - m;  // rows of +m and -m
       // J_y[p][q] = +-m: exp(phi J) on (x_p, x_q) = (c x_p + sg s x_q, c x_q - sg s x_p), sg = sign(J_y[p][q])
-      const T sg = T(SIGN) * (G.J[1][off + n * p + q] > 0 ? T(1) : T(-1));
-      const T xp = x[l * l + p], xq = x[l * l + q];
-      y[l * l + p] = c[m] * xp + sg * s[m] * xq;
-      y[l * l + q] = c[m] * xq - sg * s[m] * xp;
-    }
-  }
+      constexpr bool plus = (SIGN > 0) == (G.J[1][off + n * p + q] > 0);
+      const T xp = x[l * l + p], xq = x[l * l + q], sm = plus ? s[m] : -s[m];
+      y[l * l + p] = c[m] * xp + sm * xq;
+      y[l * l + q] = c[m] * xq - sm * xp;
+    });
+  });
 }
 
 // y = D(Pi) x (or D(Pi)^T x): the constant axis swap, its zeros skipped at compile time.
@@ -281,20 +281,18 @@ KOKKOS_INLINE_FUNCTION void apply_axis_swap(const T* x, T* y) {
 template <int L, bool INVERSE, class T>
 KOKKOS_INLINE_FUNCTION void rotate_to_edge(const EdgeAngles<L, T>& A, const T* x, T* y) {
   constexpr int K = num_sh(L);
-  T t[K];
+  T t[K], u[K];
   if constexpr (!INVERSE) {
-    rotate_about_y<L, -1>(A.ca, A.sa, x, y);
-    apply_axis_swap<L, true>(y, t);
-    rotate_about_y<L, -1>(A.cb, A.sb, t, y);
-    apply_axis_swap<L, false>(y, t);
+    rotate_about_y<L, -1>(A.ca, A.sa, x, t);
+    apply_axis_swap<L, true>(t, u);
+    rotate_about_y<L, -1>(A.cb, A.sb, u, t);
+    apply_axis_swap<L, false>(t, y);
   } else {
     apply_axis_swap<L, true>(x, t);
-    rotate_about_y<L, 1>(A.cb, A.sb, t, y);
-    apply_axis_swap<L, false>(y, t);
+    rotate_about_y<L, 1>(A.cb, A.sb, t, u);
+    apply_axis_swap<L, false>(u, t);
     rotate_about_y<L, 1>(A.ca, A.sa, t, y);
-    return;
   }
-  for (int k = 0; k < K; ++k) y[k] = t[k];
 }
 
 // D^l(R) for l = 0..L, block-packed (see header comment).
@@ -379,8 +377,10 @@ KOKKOS_INLINE_FUNCTION void eaas_aligned(const S* hr, const W* w, W s, S* outr) 
     // Y^{l2}_0 = sqrt(2 l2 + 1) in the aligned frame; the table carries sqrt(2 l3 + 1)
     constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
     const T a = T(f) * T(s * w[p]);
-    for (int m = 0; m < 2 * q.l3 + 1; ++m)
-      if (G.src[p][m] >= 0) outr[o + m] = outr[o + m] + (a * T(G.coef[p][m])) * hr[q.l1 * q.l1 + G.src[p][m]];
+    static_for<2 * q.l3 + 1>([&](auto M) {  // unrolled: sources and coefficients become constants
+      constexpr int m = decltype(M)::value, src = G.src[p][m];
+      if constexpr (src >= 0) outr[o + m] = outr[o + m] + (a * T(G.coef[p][m])) * hr[q.l1 * q.l1 + src];
+    });
   });
 }
 
