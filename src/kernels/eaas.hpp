@@ -365,9 +365,8 @@ KOKKOS_INLINE_FUNCTION constexpr GatherTable<L, ALL> make_gather_table() {
 }
 
 // Aligned-frame product of rotated features hr (block layout k(l, m)) into outr (num_out slots).
-template <int L, bool ALL, class S, class W>
-KOKKOS_INLINE_FUNCTION void eaas_aligned(const S* hr, const W* w, W s, S* outr) {
-  using T = typename ScalarOf<S>::type;
+template <int L, bool ALL, class T, class W>
+KOKKOS_INLINE_FUNCTION void eaas_aligned(const T* hr, const W& w, T s, T* outr) {
   constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
   static_assert(G.ok, "EAAS gather table: an output row has more than one source");
   static_for<GatherTable<L, ALL>::P>([&](auto I) {
@@ -406,7 +405,7 @@ KOKKOS_INLINE_FUNCTION void eaas_tp(const T* r, const T* h, const T* w, T s, T* 
   edge_angles<L, T>(r, A);
   rotate_to_edge<L, false>(A, h, hr);
   for (int k = 0; k < KO; ++k) outr[k] = T(0);
-  eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
+  eaas_aligned<L, ALL>(hr, w, s, outr);
   for (int b = 0; b < KO / K; ++b) {
     rotate_to_edge<L, true>(A, outr + b * K, tmp);
     for (int k = 0; k < K; ++k) out[b * K + k] += tmp[k];
@@ -430,52 +429,106 @@ KOKKOS_INLINE_FUNCTION void generator_forms(const T* x, const T* y, T* c) {
   });
 }
 
-// Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (exact transposes) and gr. With g' = D g, h' = D h and
-// the aligned-frame product F, the value is <g', F h'>. Turning the edge direction by a small angle theta about a
-// lab axis n (normal to it) turns the frame by -theta about R n, so dD = -theta J_{Rn} D and dV/dtheta = -(R n) . c
-// with c_a = <J_a g', F h'> + <F^T g', J_a h'>; that gives the gradient normal to rhat, rhat x (R^T c) / |r| (the
-// component about the edge axis vanishes: F commutes with rotations about it, which is why the roll is free).
-template <int L, bool ALL, class T>
-KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, T s, const T* g, T* gh, T* gw,
-                                            T* gr) {
-  constexpr int K = num_sh(L), KO = num_out(L, ALL), NB = KO / K;
+// Reverse of eaas_aligned for upstream gp (aligned frame): gw[p] += s <gp, F_p hr>, ghr += s w_p F_p^T gp.
+template <int L, bool ALL, class T, class W, class GW>
+KOKKOS_INLINE_FUNCTION void eaas_aligned_adjoint(const T* hr, const W& w, T s, const T* gp, T* ghr, GW gw) {
   constexpr GatherTable<L, ALL> G = make_gather_table<L, ALL>();
-  EdgeAngles<L, T> A;
-  T R[3][3], hr[K], gp[KO], outr[KO], ghr[K];
-  edge_angles<L, T>(r, A);
-  angles_frame<L, T>(A, R);
-  rotate_to_edge<L, false>(A, h, hr);
-  for (int b = 0; b < NB; ++b) rotate_to_edge<L, false>(A, g + b * K, gp + b * K);
-  for (int k = 0; k < KO; ++k) outr[k] = T(0);
-  eaas_aligned<L, ALL, T, T>(hr, w, s, outr);
-  for (int k = 0; k < K; ++k) ghr[k] = T(0);
   static_for<GatherTable<L, ALL>::P>([&](auto I) {
     constexpr int p = decltype(I)::value;
     constexpr PathLs q = path_at(L, ALL, p);
     constexpr int o = out_index(L, ALL, q.l3, q.l1 + q.l2);
     constexpr double f = path_alpha(L, ALL, p) * constexpr_sqrt((2.0 * q.l2 + 1) / (2.0 * q.l3 + 1));
+    const T sw = s * w[p];
     T acc = T(0);
-    for (int m = 0; m < 2 * q.l3 + 1; ++m)
-      if (G.src[p][m] >= 0) {
-        const T c = T(f) * T(G.coef[p][m]), x = gp[o + m];
-        acc += c * x * hr[q.l1 * q.l1 + G.src[p][m]];
-        ghr[q.l1 * q.l1 + G.src[p][m]] += s * w[p] * c * x;
+    static_for<2 * q.l3 + 1>([&](auto M) {
+      constexpr int m = decltype(M)::value, src = G.src[p][m];
+      if constexpr (src >= 0) {
+        const T c = T(f * G.coef[p][m]), x = gp[o + m];
+        acc += c * x * hr[q.l1 * q.l1 + src];
+        ghr[q.l1 * q.l1 + src] += sw * c * x;
       }
+    });
     gw[p] += s * acc;
   });
-  T c[3] = {T(0), T(0), T(0)};
-  for (int b = 0; b < NB; ++b) generator_forms<L, T>(outr + b * K, gp + b * K, c);  // <J g', F h'> = <F h', J g'>
-  generator_forms<L, T>(ghr, hr, c);
-  T a[3];
-  for (int k = 0; k < 3; ++k) a[k] = R[0][k] * c[0] + R[1][k] * c[1] + R[2][k] * c[2];  // R^T c
+}
+
+// The gradient of an edge's value with respect to r from its generator terms c (c_a = <J_a g', F h'> + <F^T g', J_a
+// h'>, summed over channels and products). With g' = D g, h' = D h and the aligned-frame product F the value is
+// <g', F h'>. Turning the edge direction by a small angle theta about a lab axis n (normal to it) turns the frame by
+// -theta about R n, so dD = -theta J_{Rn} D and dV/dtheta = -(R n) . c: the gradient normal to rhat is
+// rhat x (R^T c) / |r| (the component about the edge axis vanishes: F commutes with rotations about it, which is
+// why the roll is free).
+template <int L, class T>
+KOKKOS_INLINE_FUNCTION void eaas_direction_gradient(const EdgeAngles<L, T>& A, const T* r, const T* c, T* gr) {
+  T R[3][3], a[3];
+  angles_frame<L, T>(A, R);
+  for (int k = 0; k < 3; ++k) a[k] = R[0][k] * c[0] + R[2][k] * c[2];  // R^T c (c[1] drops out of the cross product)
   const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
   const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
   gr[0] += (u[1] * a[2] - u[2] * a[1]) * inv;
   gr[1] += (u[2] * a[0] - u[0] * a[2]) * inv;
   gr[2] += (u[0] * a[1] - u[1] * a[0]) * inv;
+}
+
+// Adjoint of out = s * EAAS(r, h, w) for upstream g: gh, gw (exact transposes) and gr (eaas_direction_gradient).
+template <int L, bool ALL, class T>
+KOKKOS_INLINE_FUNCTION void eaas_tp_adjoint(const T* r, const T* h, const T* w, T s, const T* g, T* gh, T* gw,
+                                            T* gr) {
+  constexpr int K = num_sh(L), KO = num_out(L, ALL), NB = KO / K;
+  EdgeAngles<L, T> A;
+  T hr[K], gp[KO], outr[KO], ghr[K], c[3] = {T(0), T(0), T(0)};
+  edge_angles<L, T>(r, A);
+  rotate_to_edge<L, false>(A, h, hr);
+  for (int b = 0; b < NB; ++b) rotate_to_edge<L, false>(A, g + b * K, gp + b * K);
+  for (int k = 0; k < KO; ++k) outr[k] = T(0);
+  eaas_aligned<L, ALL>(hr, w, s, outr);
+  for (int k = 0; k < K; ++k) ghr[k] = T(0);
+  eaas_aligned_adjoint<L, ALL>(hr, w, s, gp, ghr, gw);
+  for (int b = 0; b < NB; ++b) generator_forms<L, T>(outr + b * K, gp + b * K, c);  // <J g', F h'> = <F h', J g'>
+  generator_forms<L, T>(ghr, hr, c);
+  eaas_direction_gradient<L, T>(A, r, c, gr);
   T ghv[K];
   rotate_to_edge<L, true>(A, ghr, ghv);
   for (int k = 0; k < K; ++k) gh[k] += ghv[k];
+}
+
+// One channel's two natural-path products through the edge frame, as tp_fwd2 (messages om += sw TP(h, w), values
+// ov += sv TP(h, wv)): the feature is rotated in once, both products rotated back.
+template <int L, class T, class W, class WV>
+KOKKOS_INLINE_FUNCTION void eaas_fwd2(const EdgeAngles<L, T>& A, const T* h, const W& w, const WV& wv, T sw, T sv,
+                                      T* om, T* ov) {
+  constexpr int K = num_sh(L);
+  T hr[K], am[K], av[K], t[K];
+  for (int k = 0; k < K; ++k) am[k] = av[k] = T(0);
+  rotate_to_edge<L, false>(A, h, hr);
+  eaas_aligned<L, false>(hr, w, sw, am);
+  eaas_aligned<L, false>(hr, wv, sv, av);
+  rotate_to_edge<L, true>(A, am, t);
+  for (int k = 0; k < K; ++k) om[k] += t[k];
+  rotate_to_edge<L, true>(A, av, t);
+  for (int k = 0; k < K; ++k) ov[k] += t[k];
+}
+
+// Adjoint of eaas_fwd2 for upstream gm, go: gh += d/dh, gw, gwv as in tp_adjoint, and the generator terms into c
+// (c[0], c[2]); after the channel sum, eaas_direction_gradient(A, r, c, gr) gives the edge's d/dr once.
+template <int L, class T, class W, class WV, class GW, class GWV>
+KOKKOS_INLINE_FUNCTION void eaas_adjoint2(const EdgeAngles<L, T>& A, const T* h, const W& w, const WV& wv, T sw,
+                                          T sv, const T* gm, const T* go, T* gh, GW gw, GWV gwv, T* c) {
+  constexpr int K = num_sh(L);
+  T hr[K], gmr[K], gor[K], am[K], av[K], ghr[K], t[K];
+  for (int k = 0; k < K; ++k) am[k] = av[k] = ghr[k] = T(0);
+  rotate_to_edge<L, false>(A, h, hr);
+  rotate_to_edge<L, false>(A, gm, gmr);
+  rotate_to_edge<L, false>(A, go, gor);
+  eaas_aligned<L, false>(hr, w, sw, am);
+  eaas_aligned<L, false>(hr, wv, sv, av);
+  eaas_aligned_adjoint<L, false>(hr, w, sw, gmr, ghr, gw);
+  eaas_aligned_adjoint<L, false>(hr, wv, sv, gor, ghr, gwv);
+  generator_forms<L, T>(am, gmr, c);
+  generator_forms<L, T>(av, gor, c);
+  generator_forms<L, T>(ghr, hr, c);
+  rotate_to_edge<L, true>(A, ghr, t);
+  for (int k = 0; k < K; ++k) gh[k] += t[k];
 }
 
 // 2x2 block form of the aligned-frame product summed over paths (weights w, factor s).

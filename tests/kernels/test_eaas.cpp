@@ -207,7 +207,7 @@ TEST(EAAS, BlockFormEqualsGather) {
   for (double& x : w) x = g(rng);
   for (double& x : hr) x = g(rng);
   double out[32] = {};
-  eaas_aligned<L, true, double, double>(hr, w, 0.8, out);
+  eaas_aligned<L, true>(hr, w, 0.8, out);
   double W[4][4][4], Wt[4][4][4];
   eaas_blocks<L, true, double>(w, 0.8, W, Wt);
   for (int l3 = 0; l3 <= 3; ++l3)
@@ -281,6 +281,44 @@ TEST(EAAS, AdjointMatchesFiniteDifferences) {
       wm[p] -= 1e-5;
       EXPECT_NEAR(gw[p], (E(v.data(), h, wp) - E(v.data(), h, wm)) / 2e-5, 1e-8 * (1 + std::fabs(gw[p])));
     }
+  }
+}
+
+// The channel API of the fused kernels' layout (natural paths, messages and values): eaas_fwd2 equals tp_fwd2, and
+// eaas_adjoint2 (summed generator terms, then one eaas_direction_gradient) equals tp_adjoint with sh_vjp.
+TEST(EAAS, ChannelPairEqualsDenseForwardAndAdjoint) {
+  constexpr int L = 3, K = 16, P = num_paths(3, false);
+  std::mt19937 rng(58);
+  std::normal_distribution<double> g(0, 1);
+  for (const auto& v : test_directions()) {
+    EdgeAngles<L, double> A;
+    edge_angles<L, double>(v.data(), A);
+    double Y[K], c[3] = {0, 0, 0}, gr_e[3] = {0, 0, 0}, gr_d[3] = {0, 0, 0}, gY[K] = {};
+    sh<L, double>(v.data(), Y);
+    for (int ch = 0; ch < 3; ++ch) {  // three channels share the edge
+      double h[K], w[P], wv[P], gm[K], go[K];
+      for (double* a : {h, gm, go})
+        for (int k = 0; k < K; ++k) a[k] = g(rng);
+      for (int p = 0; p < P; ++p) w[p] = g(rng), wv[p] = g(rng);
+      double om_e[K] = {}, ov_e[K] = {}, om_d[K] = {}, ov_d[K] = {};
+      eaas_fwd2<L, double>(A, h, w, wv, 0.7, 0.3, om_e, ov_e);
+      tp_fwd2<L, double>(h, Y, w, wv, 0.7, 0.3, om_d, ov_d);
+      for (int k = 0; k < K; ++k) {
+        EXPECT_NEAR(om_e[k], om_d[k], 1e-12 * (1 + std::fabs(om_d[k])));
+        EXPECT_NEAR(ov_e[k], ov_d[k], 1e-12 * (1 + std::fabs(ov_d[k])));
+      }
+      double gh_e[K] = {}, gh_d[K] = {}, gw_e[P] = {}, gw_d[P] = {}, gwv_e[P] = {}, gwv_d[P] = {};
+      eaas_adjoint2<L, double>(A, h, w, wv, 0.7, 0.3, gm, go, gh_e, gw_e, gwv_e, c);
+      tp_adjoint<L, false, true, true, double>(h, Y, w, wv, gm, go, 0.7, 0.3, gh_d, gY, gw_d, gwv_d);
+      for (int k = 0; k < K; ++k) EXPECT_NEAR(gh_e[k], gh_d[k], 1e-11 * (1 + std::fabs(gh_d[k])));
+      for (int p = 0; p < P; ++p) {
+        EXPECT_NEAR(gw_e[p], gw_d[p], 1e-11 * (1 + std::fabs(gw_d[p])));
+        EXPECT_NEAR(gwv_e[p], gwv_d[p], 1e-11 * (1 + std::fabs(gwv_d[p])));
+      }
+    }
+    eaas_direction_gradient<L, double>(A, v.data(), c, gr_e);
+    sh_vjp<L, double>(v.data(), gY, gr_d);
+    for (int b = 0; b < 3; ++b) EXPECT_NEAR(gr_e[b], gr_d[b], 1e-9 * (1 + std::fabs(gr_d[b]))) << "dir " << b;
   }
 }
 
