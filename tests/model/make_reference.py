@@ -106,8 +106,8 @@ def flip_weight_bit(path, out, name="layers.0.mix.Wm0"):
         f.write(bytes(blob))
 
 
-def make_model(T=2, seed=1234, correlation=1):
-    hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=2, C=8, T=T, NB=6, H=12, A=2, dk=4, Hr=8,
+def make_model(T=2, seed=1234, correlation=1, L=2):
+    hp = Hyperparameters(species=["O", "H"], r_c=4.0, L=L, C=8, T=T, NB=6, H=12, A=2, dk=4, Hr=8,
                          avg_num_neighbors=12.0, energy_scale=0.7, min_distance=0.8, correlation=correlation)
     model = BatmobileModel(hp, seed=seed)
     with torch.no_grad():

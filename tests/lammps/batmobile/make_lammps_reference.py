@@ -1,6 +1,7 @@
 """Reference data for the LAMMPS-level Batmobile tests: the seeded random model of tests/model (plus broken
 variants for the error tests) and float64 PyTorch results for the 216-water box (LAMMPS data file included); the
-same for a model with the product basis (correlation 2, format version 3): model_c2.pt and ref_water_c2.txt.
+same for a model with the product basis (correlation 2, format version 3): model_c2.pt and ref_water_c2.txt, and for
+a model of degree L = 3: model_l3.pt and ref_water_l3.txt.
 
     PYTHONPATH=python /usr/bin/python3 tests/lammps/batmobile/make_lammps_reference.py OUTDIR
 """
@@ -80,6 +81,7 @@ def main(outdir):
     ref = mr.reference(model, pos, cell, (True, True, True), species)
     mr.write_ref(os.path.join(outdir, "ref_water.txt"), pos, cell, (True, True, True), species, ref)
     write_product_basis_model(outdir, pos, cell, species)
+    write_degree_3_model(outdir, pos, cell, species)
     # oxygen only: what `pair_coeff * * batmobile model.pt O NULL` under pair_style hybrid must reproduce
     sel = species == 0
     ref_o = mr.reference(model, pos[sel], cell, (True, True, True), species[sel])
@@ -117,6 +119,15 @@ def write_product_basis_model(outdir, pos, cell, species):
     save_potential(model, os.path.join(outdir, "model_c2.pt"))
     ref = mr.reference(model, pos, cell, (True, True, True), species)
     mr.write_ref(os.path.join(outdir, "ref_water_c2.txt"), pos, cell, (True, True, True), species, ref)
+
+
+def write_degree_3_model(outdir, pos, cell, species):
+    """Features of degree L = 3 through LAMMPS (model_l3.pt, ref_water_l3.txt): three layers, so that the middle one
+    runs the general kernels with every natural-parity path of L = 3 and the outer ones the L = 3 role kernels."""
+    model = mr.make_model(T=3, seed=2468, L=3)
+    save_potential(model, os.path.join(outdir, "model_l3.pt"))
+    ref = mr.reference(model, pos, cell, (True, True, True), species)
+    mr.write_ref(os.path.join(outdir, "ref_water_l3.txt"), pos, cell, (True, True, True), species, ref)
 
 
 if __name__ == "__main__":

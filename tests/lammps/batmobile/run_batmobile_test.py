@@ -5,7 +5,8 @@
 
 REFDIR is written by make_lammps_reference.py (model file, water data, float64 PyTorch reference).
 --model c2: the reference test with the product-basis model (correlation 2, format version 3, three layers: model_c2.pt
-and ref_water_c2.txt) instead of model.pt (correlation 1, format version 2, two layers).
+and ref_water_c2.txt) instead of model.pt (correlation 1, format version 2, two layers); --model l3: with the model of
+degree L = 3 (three layers: model_l3.pt, ref_water_l3.txt).
 Exit codes: 0 pass, 1 fail, 77 skip (reason printed).
 Tests:
   reference VARIANT   run 0 on the water box vs the PyTorch reference: energy, forces, pe/atom, virial,
@@ -67,6 +68,7 @@ def fail(msg):
 MODELS = {
     "default": ("model.pt", "water", "format version 2", "species O H, cutoff 4 A; L 2, C 8, T 2, correlation 1"),
     "c2": ("model_c2.pt", "water_c2", "format version 3", "species O H, cutoff 4 A; L 2, C 8, T 3, correlation 2"),
+    "l3": ("model_l3.pt", "water_l3", "format version 2", "species O H, cutoff 4 A; L 3, C 8, T 3, correlation 1"),
 }
 
 
@@ -1100,7 +1102,7 @@ def main():
     ap.add_argument("--build", default="")
     ap.add_argument("--ref", required=True)
     ap.add_argument("--model", choices=sorted(MODELS), default="default",
-                    help="the reference model of the reference test (c2: correlation 2)")
+                    help="the reference model of the reference test (c2: correlation 2, l3: L = 3)")
     ap.add_argument("test")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
