@@ -190,8 +190,10 @@ int main(int argc, char** argv) {
         rc = 1;
       }
       char buf[200];
-      std::snprintf(buf, sizeof buf, ", \"%s\": {\"eaas_ns_per_edge_channel\": %.4f, \"dense_ns_per_edge_channel\": %.4f, "
-                    "\"ratio\": %.4f}", what, t.eaas, t.dense, t.eaas / t.dense);
+      std::snprintf(buf, sizeof buf,
+                    ", \"%s\": {\"eaas_ns_per_edge_channel\": %.4f, \"dense_ns_per_edge_channel\": %.4f, "
+                    "\"ratio\": %.4f}",
+                    what, t.eaas, t.dense, t.eaas / t.dense);
       json += buf;
     }
     if (!out_path.empty()) {

@@ -189,8 +189,9 @@ KOKKOS_INLINE_FUNCTION constexpr AxisSwap make_axis_swap() {
     double Yr[7][16] = {};
     for (int c = 0; c < n; ++c) {
       const double* P = B.P[c];
-      sh_poly23(Pi[0][0] * P[0] + Pi[0][1] * P[1] + Pi[0][2] * P[2], Pi[1][0] * P[0] + Pi[1][1] * P[1] + Pi[1][2] * P[2],
-                Pi[2][0] * P[0] + Pi[2][1] * P[1] + Pi[2][2] * P[2], Yr[c]);
+      double q[3] = {};
+      for (int a = 0; a < 3; ++a) q[a] = Pi[a][0] * P[0] + Pi[a][1] * P[1] + Pi[a][2] * P[2];
+      sh_poly23(q[0], q[1], q[2], Yr[c]);
     }
     for (int m = 0; m < n; ++m)
       for (int b = 0; b < n; ++b) {

@@ -337,10 +337,24 @@ double eaas_vs_dense_in_kernel() {
         eaas_tp<3, true, double>(r, h, w, 1.0, b);
         double e = 0;
         for (int k = 0; k < 32; ++k) e = fmax(e, fabs(a[k] - b[k]));
+        // the channel API of the fused kernels' layout (natural paths: the first 16 of a and b as messages, the
+        // second 16 as values), forward and the d/dh of the adjoint
+        constexpr int PN = num_paths(3, false);
+        EdgeAngles<3, double> A;
+        edge_angles<3, double>(r, A);
+        double om[16] = {}, ov[16] = {}, dm[16] = {}, dv[16] = {}, gh1[16] = {}, gh2[16] = {}, gY[16] = {};
+        double gw1[PN] = {}, gwv1[PN] = {}, gw2[PN] = {}, gwv2[PN] = {}, c[3] = {0, 0, 0};
+        eaas_fwd2<3, double>(A, h, w, w + 1, 0.7, 0.3, om, ov);
+        tp_fwd2<3, double>(h, Y, w, w + 1, 0.7, 0.3, dm, dv);
+        eaas_adjoint2<3, double>(A, h, w, w + 1, 0.7, 0.3, a, b + 16, gh1, gw1, gwv1, c);
+        tp_adjoint<3, false, true, true, double>(h, Y, w, w + 1, a, b + 16, 0.7, 0.3, gh2, gY, gw2, gwv2);
+        for (int k = 0; k < 16; ++k)
+          e = fmax(e, fmax(fabs(om[k] - dm[k]), fmax(fabs(ov[k] - dv[k]), fabs(gh1[k] - gh2[k]))));
         err(0) = e;
       });
   auto e = to_host(err);
   return e(0);
 }
 
-TEST(EAAS, RunsInKernel) { EXPECT_LT(eaas_vs_dense_in_kernel(), 1e-12); }
+// (values of order 1-10; devices contract to FMAs differently)
+TEST(EAAS, RunsInKernel) { EXPECT_LT(eaas_vs_dense_in_kernel(), 1e-10); }
