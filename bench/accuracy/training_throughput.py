@@ -4,6 +4,7 @@
   PYTHONPATH=python python3 bench/accuracy/training_throughput.py --out bench/results/training_throughput.json \
       [--models fast accurate] [--batch-sizes 1 4 8 16] [--steps 20] [--warmup 5] [--device auto]
   ... --quick --steps 3        (a smoke run on a CPU: small synthetic frames, under a minute)
+  ... --correlation 2           (the same models with the product basis, docs/model.md step 3)
 
 Each case builds the trainer of batmobile.train (batmobile.train.Trainer) for the model sizes of the bundled
 potentials (fast: potentials/water_fast.json's hyperparameters, T=2; accurate: potentials/water_accurate.json's,
@@ -127,7 +128,7 @@ def time_case(model, batch_size, frames, hp, stats, a, device, dtype):
     loss = tr.take_log_means()[0]   # after the timing: the only device read
     result = {"model": model, "batch_size": batch_size, "frames_per_second": a.steps * batch_size / seconds,
               "steps_per_second": a.steps / seconds, "step_ms": 1e3 * seconds / a.steps, "steps": a.steps,
-              "warmup": a.warmup, "T": hp.T, "L": hp.L, "C": hp.C, "mean_loss": loss}
+              "warmup": a.warmup, "T": hp.T, "L": hp.L, "C": hp.C, "correlation": hp.correlation, "mean_loss": loss}
     if sync_check is not None:
         result["sync_check"] = sync_check
     if device.type == "cuda":
@@ -142,6 +143,8 @@ def main(argv=None):
     p.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 8, 16])
     p.add_argument("--steps", type=int, default=20, help="timed steps per case")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; 1 with --quick)")
+    p.add_argument("--correlation", type=int, choices=[1, 2], default=None,
+                   help="the models' correlation (default: the cards'; 2: with the product basis)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
@@ -157,6 +160,9 @@ def main(argv=None):
     dtype = torch.float32 if a.dtype == "float32" else torch.float64
 
     hps = {m: card_hyperparameters(m) for m in a.models}
+    if a.correlation is not None:
+        for hp in hps.values():
+            hp.correlation = a.correlation
     if a.quick:
         r_c = 3.0
         frames = synthetic_water(12, seed=0, r_c=r_c)
@@ -188,7 +194,7 @@ def main(argv=None):
                     torch.cuda.empty_cache()
             results.append(r)
             fps = "failed: " + r["error"] if r["frames_per_second"] is None else f"{r['frames_per_second']:.2f}"
-            print(f"{model:9s} T={hp.T} batch {bs:3d}: frames/s {fps}" +
+            print(f"{model:9s} T={hp.T} correlation {hp.correlation} batch {bs:3d}: frames/s {fps}" +
                   (f"  ({r['step_ms']:.1f} ms/step)" if r["frames_per_second"] else ""), flush=True)
         base = next((r["frames_per_second"] for r in results if r["model"] == model and r["batch_size"] == 1
                      and r["frames_per_second"]), None)
