@@ -3,10 +3,6 @@
 // one source per output row; rotate back.
 //
 // Public API (namespace batmobile::kernels):
-//   edge_frame(r, R)                R (3x3, rows e_x', e_y' = rhat, e_z') with R rhat = +y. Roll: e_x' is along
-//                                   y x rhat ("roll angle 0"); when |rhat_y| > kPoleSwitch it switches to
-//                                   e_z' along x x rhat so the frame stays well conditioned near the poles (the
-//                                   product is roll-invariant, so the switch changes nothing but rounding).
 //   wigner_D<L>(R, D)               D^l(R) for l = 0..L packed block-diagonally: D[(l,a,b)] at l-offset
 //                                   sum_{l'<l} (2l'+1)^2 + a (2l+1) + b; built as D^l = Y^l(R P) Y^l(P)^-1 with 7
 //                                   fixed points P (Y^l(P)^-1 is computed at compile time). D^1 = R.
@@ -15,7 +11,8 @@
 //                                   sqrt(2 l3 + 1) CG_p[src][m2 = 0][m3] (the normalisation of the test vectors);
 //                                   ok == false if a row had two sources (static_assert'ed).
 //   edge_angles<L>(r, A), angles_frame(A, R), rotate_to_edge<L, INVERSE>(A, x, y)   the rotation into the edge
-//                                   frame from two angles, rhat = Rot_y(alpha) Rot_x(beta) y: D(R) = D(Pi)
+//                                   frame R (rows e_x' along y x rhat, e_y' = rhat, e_z'; R rhat = +y) from two
+//                                   angles, rhat = Rot_y(alpha) Rot_x(beta) y: D(R) = D(Pi)
 //                                   D(Rot_y(-beta)) D(Pi)^T D(Rot_y(-alpha)), turns about y (O(L) pairs) and a
 //                                   constant axis swap D(Pi) (make_axis_swap(), 24 non-zeros); per edge only
 //                                   cos / sin of m alpha and m beta, no Wigner matrix (equal to wigner_D: tested).
@@ -36,33 +33,6 @@
 
 namespace batmobile {
 namespace kernels {
-
-inline constexpr double kPoleSwitch = 0.9;
-
-template <class T>
-KOKKOS_INLINE_FUNCTION void edge_frame(const T* r, T (*R)[3]) {
-  const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
-  for (int a = 0; a < 3; ++a) R[1][a] = u[a];
-  if (u[1] < T(kPoleSwitch) && u[1] > T(-kPoleSwitch)) {
-    // e_x' = (y x u) / |y x u| = (u_z, 0, -u_x) / n ; e_z' = e_x' x e_y'
-    const T n = T(1) / sqrt(u[2] * u[2] + u[0] * u[0]);
-    R[0][0] = u[2] * n;
-    R[0][1] = T(0);
-    R[0][2] = -u[0] * n;
-  } else {
-    // e_z' = (x x u) / |x x u| = (0, -u_z, u_y) / n ; e_x' = e_y' x e_z'
-    const T n = T(1) / sqrt(u[2] * u[2] + u[1] * u[1]);
-    const T ez[3] = {T(0), -u[2] * n, u[1] * n};
-    R[0][0] = u[1] * ez[2] - u[2] * ez[1];
-    R[0][1] = u[2] * ez[0] - u[0] * ez[2];
-    R[0][2] = u[0] * ez[1] - u[1] * ez[0];
-  }
-  // e_z' = e_x' x e_y'
-  R[2][0] = R[0][1] * R[1][2] - R[0][2] * R[1][1];
-  R[2][1] = R[0][2] * R[1][0] - R[0][0] * R[1][2];
-  R[2][2] = R[0][0] * R[1][1] - R[0][1] * R[1][0];
-}
 
 KOKKOS_INLINE_FUNCTION constexpr int wigner_offset(int l) { return l == 0 ? 0 : l == 1 ? 1 : l == 2 ? 10 : 35; }
 
@@ -133,6 +103,20 @@ KOKKOS_INLINE_FUNCTION constexpr WignerBasis make_wigner_basis() {
   return B;
 }
 
+// out[off(l) + n m + b] = sum_c X[c][l^2 + m] Y^l(P)^-1[c][b] for l = 2, 3 (n = 2 l + 1): a block of D-like matrices
+// from the rows X[c] that some map gives at the basis points P_c.
+KOKKOS_INLINE_FUNCTION constexpr void times_basis_inverse(const WignerBasis& B, const double (*X)[16], double* out) {
+  for (int l = 2; l <= 3; ++l) {
+    const int n = 2 * l + 1, off = l == 2 ? 10 : 35;
+    for (int m = 0; m < n; ++m)
+      for (int b = 0; b < n; ++b) {
+        double v = 0;
+        for (int c = 0; c < n; ++c) v += X[c][l * l + m] * (l == 2 ? B.inv2[c][b] : B.inv3[c][b]);
+        out[off + n * m + b] = v;
+      }
+  }
+}
+
 // The generators J_a = dD(exp(theta G_a))/dtheta at theta = 0 (G_a x = e_a x x, a rotation about axis a), block-packed
 // as D, for l = 0..3: J^1_a = G_a (D^1 = R), and for l = 2, 3 J^l_a = [grad Y^l(P_c) . (e_a x P_c)] Y^l(P)^-1, the
 // directional derivative taken by the 5-point stencil, exact for these polynomials of degree <= 3.
@@ -158,15 +142,7 @@ KOKKOS_INLINE_FUNCTION constexpr WignerGenerators make_wigner_generators() {
         sh_poly23(P[0] + step[s] * v[0], P[1] + step[s] * v[1], P[2] + step[s] * v[2], Ys[s]);
       for (int m = 4; m < 16; ++m) dY[c][m] = (8 * (Ys[0][m] - Ys[1][m]) - (Ys[2][m] - Ys[3][m])) / (12 * h);
     }
-    for (int l = 2; l <= 3; ++l) {
-      const int n = 2 * l + 1, off = l == 2 ? 10 : 35;
-      for (int m = 0; m < n; ++m)
-        for (int b = 0; b < n; ++b) {
-          double s = 0;
-          for (int c = 0; c < n; ++c) s += dY[c][l * l + m] * (l == 2 ? B.inv2[c][b] : B.inv3[c][b]);
-          G.J[a][off + n * m + b] = s;
-        }
-    }
+    times_basis_inverse(B, dY, G.J[a]);
   }
   return G;
 }
@@ -184,22 +160,16 @@ KOKKOS_INLINE_FUNCTION constexpr AxisSwap make_axis_swap() {
   const double Pi[3][3] = {{0, 1, 0}, {-1, 0, 0}, {0, 0, 1}};
   for (int a = 0; a < 3; ++a)
     for (int b = 0; b < 3; ++b) S.D[1 + 3 * a + b] = Pi[a][b];
-  for (int l = 2; l <= 3; ++l) {
-    const int n = 2 * l + 1, off = l == 2 ? 10 : 35;
-    double Yr[7][16] = {};
-    for (int c = 0; c < n; ++c) {
-      const double* P = B.P[c];
-      double q[3] = {};
-      for (int a = 0; a < 3; ++a) q[a] = Pi[a][0] * P[0] + Pi[a][1] * P[1] + Pi[a][2] * P[2];
-      sh_poly23(q[0], q[1], q[2], Yr[c]);
-    }
-    for (int m = 0; m < n; ++m)
-      for (int b = 0; b < n; ++b) {
-        double v = 0;
-        for (int c = 0; c < n; ++c) v += Yr[c][l * l + m] * (l == 2 ? B.inv2[c][b] : B.inv3[c][b]);
-        S.D[off + n * m + b] = (v < 1e-12 && v > -1e-12) ? 0.0 : v;  // exact zeros, so that they cost nothing
-      }
+  double Yr[7][16] = {};
+  for (int c = 0; c < 7; ++c) {
+    const double* P = B.P[c];
+    double q[3] = {};
+    for (int a = 0; a < 3; ++a) q[a] = Pi[a][0] * P[0] + Pi[a][1] * P[1] + Pi[a][2] * P[2];
+    sh_poly23(q[0], q[1], q[2], Yr[c]);
   }
+  times_basis_inverse(B, Yr, S.D);
+  for (int k = 10; k < 84; ++k)
+    if (S.D[k] < 1e-12 && S.D[k] > -1e-12) S.D[k] = 0.0;  // exact zeros, so that they cost nothing
   return S;
 }
 
@@ -465,7 +435,7 @@ KOKKOS_INLINE_FUNCTION void eaas_direction_gradient(const EdgeAngles<L, T>& A, c
   angles_frame<L, T>(A, R);
   for (int k = 0; k < 3; ++k) a[k] = R[0][k] * c[0] + R[2][k] * c[2];  // R^T c (c[1] drops out of the cross product)
   const T inv = T(1) / sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-  const T u[3] = {r[0] * inv, r[1] * inv, r[2] * inv};
+  const T* u = R[1];  // rhat
   gr[0] += (u[1] * a[2] - u[2] * a[1]) * inv;
   gr[1] += (u[2] * a[0] - u[0] * a[2]) * inv;
   gr[2] += (u[0] * a[1] - u[1] * a[0]) * inv;

@@ -28,9 +28,10 @@ KOKKOS_INLINE_FUNCTION void block_product_adjoint(const ModelData<T, ExecSpace>&
 }
 
 // Node adjoint of layer t (norm, update, gate, mix, product basis): from dh (dE/d its output) to dhin (dE/d its
-// input, owned rows: the residual), dmv and dov (dE/dm, dE/do) and, for the reference backend, obar. A team per block of atoms, as in
-// the forward (each weight read once for the block; the atoms' rows in team scratch, [feature][atom]). Lt: the
-// highest degree of the update (as in the forward); the input adjoint's rows above it are written 0.
+// input, owned rows: the residual), dmv and dov (dE/dm, dE/do) and, for the reference backend, obar. A team per block
+// of atoms, as in the forward (each weight read once for the block; the atoms' rows in team scratch,
+// [feature][atom]). Lt: the highest degree of the update (as in the forward); the input adjoint's rows above it are
+// written 0.
 template <class T, class ExecSpace>
 void node_adjoint(const ModelData<T, ExecSpace> md, const Step<ExecSpace>& step, const LayerViews<T, ExecSpace>& layer,
                   const Rows<T, ExecSpace>& dh, const Rows<T, ExecSpace>& dhin, const Rows<T, ExecSpace>& dmv,

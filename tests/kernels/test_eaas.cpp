@@ -23,7 +23,9 @@ std::vector<std::array<double, 3>> test_directions() {
 TEST(EAAS, DesignTestVectorFrameAndWignerD) {
   const double r[3] = {1, 2, 3};
   double R[3][3], D[84];
-  edge_frame<double>(r, R);
+  EdgeAngles<3, double> A;
+  edge_angles<3, double>(r, A);
+  angles_frame<3, double>(A, R);
   const double ref[3][3] = {{0.948683, 0, -0.316228}, {0.267261, 0.534522, 0.801784}, {0.169031, -0.845154, 0.507093}};
   for (int a = 0; a < 3; ++a)
     for (int b = 0; b < 3; ++b) EXPECT_NEAR(R[a][b], ref[a][b], 1e-6);
@@ -45,7 +47,9 @@ TEST(EAAS, DesignTestVectorFrameAndWignerD) {
 TEST(EAAS, WignerDIsTheRepresentation) {
   for (const auto& v : test_directions()) {
     double R[3][3], D[84];
-    edge_frame<double>(v.data(), R);
+    EdgeAngles<3, double> A;
+    edge_angles<3, double>(v.data(), A);
+    angles_frame<3, double>(A, R);
     // R is a proper rotation taking rhat to +y
     double det = R[0][0] * (R[1][1] * R[2][2] - R[1][2] * R[2][1]) - R[0][1] * (R[1][0] * R[2][2] - R[1][2] * R[2][0]) +
                  R[0][2] * (R[1][0] * R[2][1] - R[1][1] * R[2][0]);
@@ -252,7 +256,7 @@ TEST(EAAS, AdjointMatchesFiniteDifferences) {
       double rp[3] = {v[0], v[1], v[2]}, rm[3] = {v[0], v[1], v[2]};
       rp[b] += eps;
       rm[b] -= eps;
-      // the dense product is the same function; FD through it is independent of the frame switch
+      // the dense product is the same function; FD through it is independent of the edge frame
       auto Ed = [&](const double* r) {
         double Y[K], out[KO] = {};
         sh<L, double>(r, Y);
